@@ -1,0 +1,50 @@
+// An elastic pool of threads for blocking work (sandbox start, exec, stop, probes):
+// a submitted job never waits behind a slow one while the thread cap is not reached.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace boxrt {
+
+class worker_pool {
+ public:
+  /// `max_threads` bounds the threads alive at once; idle threads exit after `idle_exit`.
+  explicit worker_pool(size_t max_threads = 1024,
+                       std::chrono::milliseconds idle_exit = std::chrono::seconds{30});
+  ~worker_pool();
+
+  worker_pool(const worker_pool&) = delete;
+  worker_pool& operator=(const worker_pool&) = delete;
+
+  /// Runs `job` on an idle thread, or on a new one when none is idle and the cap
+  /// allows; otherwise queues it. Never blocks the caller.
+  void submit(std::function<void()> job);
+
+  /// Threads alive now (for tests and stats).
+  size_t threads() const;
+
+  /// Jobs queued and not yet started.
+  size_t queued() const;
+
+ private:
+  void run();
+
+  mutable std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t alive_ = 0;
+  size_t idle_ = 0;
+  size_t max_threads_;
+  std::chrono::milliseconds idle_exit_;
+  bool stopping_ = false;
+};
+
+} // namespace boxrt

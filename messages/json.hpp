@@ -1,0 +1,55 @@
+// A small JSON writer for replies and a few helpers to read simdjson DOM values
+// strictly. simdjson parses; this only renders.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace boxrt::json {
+
+/// Appends `text` to `out` as a JSON string literal. Invalid UTF-8 becomes U+FFFD.
+void append_quoted(std::string& out, std::string_view text);
+
+/// Returns `text` as a JSON string literal.
+std::string quote(std::string_view text);
+
+/// Streaming writer that inserts commas itself.
+class writer {
+ public:
+  writer& begin_object();
+  writer& end_object();
+  writer& begin_array();
+  writer& end_array();
+  writer& key(std::string_view k);
+  writer& value(std::string_view v);
+  writer& value(const char* v) { return value(std::string_view{v}); }
+  writer& value(const std::string& v) { return value(std::string_view{v}); }
+  writer& value(int64_t v);
+  writer& value(int v) { return value(static_cast<int64_t>(v)); }
+  writer& value(uint64_t v);
+  writer& value(double v);
+  writer& value(bool v);
+  writer& null();
+  /// Inserts already-encoded JSON as one value.
+  writer& raw(std::string_view encoded);
+
+  const std::string& str() const noexcept { return out_; }
+  std::string take() { return std::move(out_); }
+
+ private:
+  void before_value();
+  std::string out_;
+  std::vector<bool> has_items_;
+  bool after_key_ = false;
+};
+
+/// Replaces invalid UTF-8 sequences in `text` by U+FFFD.
+std::string sanitize_utf8(std::string_view text);
+
+/// Strips ASCII and Unicode-space-like whitespace the way Python's str.strip() does
+/// for the characters that occur in practice (ASCII whitespace).
+std::string_view strip(std::string_view text) noexcept;
+
+} // namespace boxrt::json

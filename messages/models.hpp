@@ -1,0 +1,319 @@
+// Plain structs of the Box protocol (protocol.md §3, admission.md §2) and of the
+// replies boxrt adds. No CAF and no JSON library here: codecs live in codec.hpp,
+// actor registration in type_ids.hpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "messages/error.hpp"
+
+namespace boxrt {
+
+inline constexpr const char* default_box_image = "rockchin/langbot-sandbox:latest";
+inline constexpr const char* default_mount_path = "/workspace";
+
+/// Microseconds since the Unix epoch, UTC (wall clock).
+using epoch_us = int64_t;
+
+enum class network_mode : uint8_t { off, on };
+enum class mount_mode : uint8_t { none, ro, rw };
+enum class exec_status : uint8_t { completed, timed_out };
+enum class process_status : uint8_t { running, exited };
+enum class entitlement_status : uint8_t { active, suspended, cancelled };
+
+std::string_view to_string(network_mode x) noexcept;
+std::string_view to_string(mount_mode x) noexcept;
+std::string_view to_string(exec_status x) noexcept;
+std::string_view to_string(process_status x) noexcept;
+std::string_view to_string(entitlement_status x) noexcept;
+
+/// One extra bind mount of a session (BoxMountSpec).
+struct mount_spec {
+  std::string host_path;
+  std::string mount_path;
+  mount_mode mode = mount_mode::rw;
+
+  friend bool operator==(const mount_spec&, const mount_spec&) = default;
+  friend auto operator<=>(const mount_spec&, const mount_spec&) = default;
+};
+
+/// A session/exec request (BoxSpec). Empty `host_path` / `skill_name` mean null.
+struct box_spec {
+  std::string cmd;
+  std::string workdir = default_mount_path;
+  int64_t timeout_sec = 30;
+  network_mode network = network_mode::off;
+  std::string session_id;
+  std::map<std::string, std::string> env;
+  std::string image = default_box_image;
+  std::string host_path;
+  mount_mode host_path_mode = mount_mode::rw;
+  std::string mount_path = default_mount_path;
+  std::vector<mount_spec> extra_mounts;
+  std::string skill_name;
+  bool persistent = false;
+  double cpus = 1.0;
+  int64_t memory_mb = 512;
+  int64_t pids_limit = 128;
+  bool read_only_rootfs = true;
+  int64_t workspace_quota_mb = 0;
+
+  friend bool operator==(const box_spec&, const box_spec&) = default;
+};
+
+/// The set of (host_path, mount_path, mode) of extra mounts whose mode is not none.
+std::vector<mount_spec> extra_mount_key(const box_spec& spec);
+
+/// A session as reported to callers (BoxSessionInfo).
+struct session_info {
+  std::string session_id;
+  std::string backend_name;
+  std::string backend_session_id;
+  std::string image = default_box_image;
+  network_mode network = network_mode::off;
+  std::string host_path;
+  mount_mode host_path_mode = mount_mode::rw;
+  std::string mount_path = default_mount_path;
+  bool persistent = false;
+  double cpus = 1.0;
+  int64_t memory_mb = 512;
+  int64_t pids_limit = 128;
+  bool read_only_rootfs = true;
+  int64_t workspace_quota_mb = 0;
+  epoch_us created_at = 0;
+  epoch_us last_used_at = 0;
+
+  friend bool operator==(const session_info&, const session_info&) = default;
+};
+
+/// Copies the compat fields of `spec` into a fresh session_info.
+session_info session_info_from_spec(const box_spec& spec);
+
+/// Result of one exec (BoxExecutionResult). `exit_code` is meaningless when timed out.
+struct exec_result {
+  std::string session_id;
+  std::string backend_name;
+  exec_status status = exec_status::completed;
+  int64_t exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+  int64_t duration_ms = 0;
+
+  friend bool operator==(const exec_result&, const exec_result&) = default;
+};
+
+/// A long-running process to start inside a session (BoxManagedProcessSpec).
+struct process_spec {
+  std::string process_id = "default";
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::string cwd = default_mount_path;
+  int64_t memory_mb = 0;
+
+  friend bool operator==(const process_spec&, const process_spec&) = default;
+};
+
+/// A managed process as reported (BoxManagedProcessInfo). exit_code valid when exited.
+struct process_info {
+  std::string session_id;
+  std::string process_id = "default";
+  process_status status = process_status::running;
+  std::string command;
+  std::vector<std::string> args;
+  std::string cwd = default_mount_path;
+  std::vector<std::string> env_keys;
+  bool attached = false;
+  epoch_us started_at = 0;
+  epoch_us exited_at = 0;
+  int64_t exit_code = 0;
+  std::string stderr_preview;
+
+  friend bool operator==(const process_info&, const process_info&) = default;
+};
+
+/// The tenant envelope (ActionContext). `entitlement_revision` < 0 means absent.
+struct action_context {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  int64_t placement_generation = 1;
+  int64_t entitlement_revision = -1;
+
+  friend bool operator==(const action_context&, const action_context&) = default;
+};
+
+/// `box.admission` (SandboxAdmissionPolicy). boxrt allows `required_backend` bwrap or nsjail.
+struct admission_policy {
+  bool required = false;
+  std::string logical_session_id = "global";
+  std::string required_backend = "bwrap";
+  int64_t max_sessions = 1;
+  int64_t max_managed_processes = 0;
+  int64_t max_grant_ttl_sec = 300;
+  int64_t max_timeout_sec = 120;
+  double cpus = 1.0;
+  int64_t memory_mb = 512;
+  int64_t pids_limit = 128;
+  bool read_only_rootfs = true;
+  int64_t workspace_quota_mb = 0;
+  int64_t readiness_cache_sec = 15;
+
+  friend bool operator==(const admission_policy&, const admission_policy&) = default;
+};
+
+/// A host-pushed or snapshot-derived admission grant (SandboxAdmissionGrant).
+struct admission_grant {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  int64_t execution_generation = 1;
+  int64_t entitlement_revision = 1;
+  epoch_us expires_at = 0;
+  int64_t max_sessions = 0;
+  int64_t max_managed_processes = 0;
+
+  friend bool operator==(const admission_grant&, const admission_grant&) = default;
+};
+
+/// SandboxAdmissionRevocation.
+struct admission_revocation {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  int64_t entitlement_revision = 1;
+
+  friend bool operator==(const admission_revocation&, const admission_revocation&) = default;
+};
+
+/// A workspace entitlement snapshot (admission.md §2.1), parsed strictly.
+struct entitlement_snapshot {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  int64_t entitlement_revision = 1;
+  entitlement_status status = entitlement_status::active;
+  int64_t not_before = 0;   // epoch seconds
+  int64_t expires_at = 0;   // epoch seconds, exclusive
+  std::map<std::string, bool> features;
+  std::map<std::string, int64_t> limits;
+  std::string plan_name;    // empty = absent; display only
+  /// Canonical JSON of the whole snapshot (sorted keys, no spaces): equivocation check.
+  std::string fingerprint;
+
+  friend bool operator==(const entitlement_snapshot&, const entitlement_snapshot&) = default;
+};
+
+/// Reply of box_put_workspace_entitlement.
+struct entitlement_receipt {
+  std::string workspace_uuid;
+  int64_t entitlement_revision = 0;
+  int64_t revoked_sessions = 0;
+};
+
+/// Reply of box_upsert_sandbox_admission_grant.
+struct grant_receipt {
+  std::string workspace_uuid;
+  int64_t execution_generation = 0;
+  int64_t entitlement_revision = 0;
+  int64_t max_sessions = 0;
+  int64_t max_managed_processes = 0;
+  epoch_us expires_at = 0;
+};
+
+/// Reply of box_revoke_sandbox_admission_grant.
+struct revocation_receipt {
+  std::string workspace_uuid;
+  int64_t entitlement_revision = 0;
+};
+
+/// `box.limits`: the reference's limits plus boxrt's own (all validated, all configurable).
+struct runtime_limits {
+  int64_t max_sessions = 64;                     // 0..5000
+  int64_t max_managed_processes = 64;            // 0..1024
+  int64_t max_completed_processes = 256;         // 0..10000
+  int64_t max_admission_records = 100000;        // 1..250000
+  int64_t max_rpc_file_bytes = 20971520;         // 1..104857600
+  int64_t completed_process_retention_sec = 300; // 0..86400
+  // boxrt additions
+  int64_t session_ttl_sec = 300;                 // 0..86400 (0 disables TTL reaping)
+  int64_t max_output_bytes = 1048576;            // 1024..16777216 per stream
+  int64_t max_timeout_sec = 3600;                // 1..86400, exec timeout ceiling
+  int64_t max_sessions_per_workspace = 64;       // 1..5000
+
+  friend bool operator==(const runtime_limits&, const runtime_limits&) = default;
+};
+
+/// `box.local`.
+struct local_config {
+  std::string host_root;
+  std::string default_workspace;
+  std::vector<std::string> allowed_mount_roots;
+  std::string skills_root;
+  int64_t skills_quota_mb = 64;
+
+  friend bool operator==(const local_config&, const local_config&) = default;
+};
+
+/// `box.scripted`: readiness and behaviour of the scripted test backend.
+struct scripted_config {
+  bool available = true;
+  /// Readiness keys reported true (e.g. "namespace_isolation"); the rest are false.
+  std::vector<std::string> ready_keys;
+
+  friend bool operator==(const scripted_config&, const scripted_config&) = default;
+};
+
+/// The whole `box` section (box_init data / LANGBOT_BOX_CONFIG / --config "box").
+struct box_config {
+  std::string backend;  // "", "auto", "bwrap", "nsjail", "process", "scripted"
+  runtime_limits limits;
+  local_config local;
+  admission_policy admission;
+  /// Set when the admission section was malformed: admission then fails closed.
+  std::string admission_error;
+  scripted_config scripted;
+
+  friend bool operator==(const box_config&, const box_config&) = default;
+};
+
+/// Readiness of the selected backend and the runtime (protocol.md §4.9.6).
+struct readiness_report {
+  std::string backend_name;
+  bool available = false;
+  bool isolating = false;
+  /// Backend readiness keys (cgroup_v2, namespace_isolation, ...), true only when enforced.
+  std::map<std::string, bool> details;
+  std::string limits_mechanism;  // cgroup_v2, cgroup_v1, rlimit or ""
+  std::string error;
+
+  friend bool operator==(const readiness_report&, const readiness_report&) = default;
+};
+
+/// Reply of box_status for one placement.
+struct status_info {
+  std::string backend_name;
+  bool backend_available = false;
+  int64_t active_sessions = 0;
+  int64_t managed_processes = 0;
+  int64_t session_ttl_sec = 0;
+  runtime_limits limits;
+};
+
+/// Facts taken from the raw tenant payload before decoding, for the forged-field
+/// rules of admission mode (admission.md §4.4). Decoding ignores unknown keys;
+/// these facts keep what admission must still see.
+struct payload_facts {
+  /// Host-controlled keys present (plan, subscription, ...), sorted.
+  std::vector<std::string> host_controlled_keys;
+  bool has_session_id = false;
+  std::string session_id;         // stripped raw value when it is a string
+  bool network_not_off = false;   // network present and not missing/null/""/"off"
+  bool extra_mounts_nonempty = false;
+  std::string mount_path;         // raw stripped value; "" when missing/null
+  std::string host_path;          // raw stripped value; "" when missing/null
+  bool timeout_not_int = false;   // timeout_sec present and not a non-bool integer
+
+  friend bool operator==(const payload_facts&, const payload_facts&) = default;
+};
+
+} // namespace boxrt
