@@ -160,6 +160,8 @@ struct admission_policy {
   bool read_only_rootfs = true;
   int64_t workspace_quota_mb = 0;
   int64_t readiness_cache_sec = 15;
+  /// boxrt: optional JSON file with an array of entitlement snapshots (README §3); "" = none.
+  std::string entitlements_file;
 
   friend bool operator==(const admission_policy&, const admission_policy&) = default;
 };

@@ -1,0 +1,240 @@
+// The one CAF header of messages/: type IDs of every actor message type, the atoms,
+// and the `inspect` overloads that make each message serializable, so any actor can
+// later run on another node through CAF's middleman.
+#pragma once
+
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+
+#include "messages/models.hpp"
+#include "messages/requests.hpp"
+
+namespace boxrt {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, box_error& x) {
+  return f(caf::meta::type_name("box_error"), x.code, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, mount_spec& x) {
+  return f(caf::meta::type_name("mount_spec"), x.host_path, x.mount_path, x.mode);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, box_spec& x) {
+  return f(caf::meta::type_name("box_spec"), x.cmd, x.workdir, x.timeout_sec, x.network,
+           x.session_id, x.env, x.image, x.host_path, x.host_path_mode, x.mount_path,
+           x.extra_mounts, x.skill_name, x.persistent, x.cpus, x.memory_mb, x.pids_limit,
+           x.read_only_rootfs, x.workspace_quota_mb);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_info& x) {
+  return f(caf::meta::type_name("session_info"), x.session_id, x.backend_name,
+           x.backend_session_id, x.image, x.network, x.host_path, x.host_path_mode,
+           x.mount_path, x.persistent, x.cpus, x.memory_mb, x.pids_limit, x.read_only_rootfs,
+           x.workspace_quota_mb, x.created_at, x.last_used_at);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
+  return f(caf::meta::type_name("exec_result"), x.session_id, x.backend_name, x.status,
+           x.exit_code, x.stdout_text, x.stderr_text, x.duration_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_spec& x) {
+  return f(caf::meta::type_name("process_spec"), x.process_id, x.command, x.args, x.env, x.cwd,
+           x.memory_mb);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_info& x) {
+  return f(caf::meta::type_name("process_info"), x.session_id, x.process_id, x.status,
+           x.command, x.args, x.cwd, x.env_keys, x.attached, x.started_at, x.exited_at,
+           x.exit_code, x.stderr_preview);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, action_context& x) {
+  return f(caf::meta::type_name("action_context"), x.instance_uuid, x.workspace_uuid,
+           x.placement_generation, x.entitlement_revision);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admission_policy& x) {
+  return f(caf::meta::type_name("admission_policy"), x.required, x.logical_session_id,
+           x.required_backend, x.max_sessions, x.max_managed_processes, x.max_grant_ttl_sec,
+           x.max_timeout_sec, x.cpus, x.memory_mb, x.pids_limit, x.read_only_rootfs,
+           x.workspace_quota_mb, x.readiness_cache_sec, x.entitlements_file);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admission_grant& x) {
+  return f(caf::meta::type_name("admission_grant"), x.instance_uuid, x.workspace_uuid,
+           x.execution_generation, x.entitlement_revision, x.expires_at, x.max_sessions,
+           x.max_managed_processes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admission_revocation& x) {
+  return f(caf::meta::type_name("admission_revocation"), x.instance_uuid, x.workspace_uuid,
+           x.entitlement_revision);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, entitlement_snapshot& x) {
+  return f(caf::meta::type_name("entitlement_snapshot"), x.instance_uuid, x.workspace_uuid,
+           x.entitlement_revision, x.status, x.not_before, x.expires_at, x.features, x.limits,
+           x.plan_name, x.fingerprint);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, entitlement_receipt& x) {
+  return f(caf::meta::type_name("entitlement_receipt"), x.workspace_uuid,
+           x.entitlement_revision, x.revoked_sessions);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_receipt& x) {
+  return f(caf::meta::type_name("grant_receipt"), x.workspace_uuid, x.execution_generation,
+           x.entitlement_revision, x.max_sessions, x.max_managed_processes, x.expires_at);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, revocation_receipt& x) {
+  return f(caf::meta::type_name("revocation_receipt"), x.workspace_uuid,
+           x.entitlement_revision);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, runtime_limits& x) {
+  return f(caf::meta::type_name("runtime_limits"), x.max_sessions, x.max_managed_processes,
+           x.max_completed_processes, x.max_admission_records, x.max_rpc_file_bytes,
+           x.completed_process_retention_sec, x.session_ttl_sec, x.max_output_bytes,
+           x.max_timeout_sec, x.max_sessions_per_workspace);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, local_config& x) {
+  return f(caf::meta::type_name("local_config"), x.host_root, x.default_workspace,
+           x.allowed_mount_roots, x.skills_root, x.skills_quota_mb);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scripted_config& x) {
+  return f(caf::meta::type_name("scripted_config"), x.available, x.ready_keys);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, box_config& x) {
+  return f(caf::meta::type_name("box_config"), x.backend, x.limits, x.local, x.admission,
+           x.admission_error, x.scripted);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, readiness_report& x) {
+  return f(caf::meta::type_name("readiness_report"), x.backend_name, x.available, x.isolating,
+           x.details, x.limits_mechanism, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status_info& x) {
+  return f(caf::meta::type_name("status_info"), x.backend_name, x.backend_available,
+           x.active_sessions, x.managed_processes, x.session_ttl_sec, x.limits);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, payload_facts& x) {
+  return f(caf::meta::type_name("payload_facts"), x.host_controlled_keys, x.has_session_id,
+           x.session_id, x.network_not_off, x.extra_mounts_nonempty, x.mount_path,
+           x.host_path, x.timeout_not_int);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
+  return f(caf::meta::type_name("exec_request"), x.ctx, x.spec, x.facts, x.decode_error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_request& x) {
+  return f(caf::meta::type_name("session_request"), x.ctx, x.session_id, x.decode_error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_outcome& x) {
+  return f(caf::meta::type_name("start_outcome"), x.error, x.backend_session_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_outcome& x) {
+  return f(caf::meta::type_name("exec_outcome"), x.error, x.result);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, instance_settings& x) {
+  return f(caf::meta::type_name("instance_settings"), x.config, x.trusted_instance,
+           x.backend_name, x.backend_available, x.backend_reason, x.backend_report, x.ready,
+           x.admission_mode, x.checks, x.readiness_error, x.probed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, health_info& x) {
+  return f(caf::meta::type_name("health_info"), x.settings, x.sessions, x.workspaces);
+}
+
+} // namespace boxrt
+
+CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
+
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::box_error))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::box_spec))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::session_info))
+  CAF_ADD_TYPE_ID(boxrt, (std::vector<boxrt::session_info>))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::exec_result))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::process_spec))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::process_info))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::action_context))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::admission_grant))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::admission_revocation))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::entitlement_snapshot))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::entitlement_receipt))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::grant_receipt))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::revocation_receipt))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::box_config))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::readiness_report))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::status_info))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::exec_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::session_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::start_outcome))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::exec_outcome))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::instance_settings))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::health_info))
+
+  // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
+  CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
+  CAF_ADD_ATOM(boxrt, boxrt, create_atom, "create")
+  CAF_ADD_ATOM(boxrt, boxrt, list_atom, "list")
+  CAF_ADD_ATOM(boxrt, boxrt, status_atom, "status")
+  CAF_ADD_ATOM(boxrt, boxrt, stop_atom, "stop")
+  CAF_ADD_ATOM(boxrt, boxrt, started_atom, "started")
+  CAF_ADD_ATOM(boxrt, boxrt, done_atom, "done")
+  CAF_ADD_ATOM(boxrt, boxrt, stopped_atom, "stopped")
+  CAF_ADD_ATOM(boxrt, boxrt, reap_atom, "reap")
+  CAF_ADD_ATOM(boxrt, boxrt, idle_atom, "idle")
+  CAF_ADD_ATOM(boxrt, boxrt, closing_atom, "closing")
+  CAF_ADD_ATOM(boxrt, boxrt, grant_atom, "grant")
+  CAF_ADD_ATOM(boxrt, boxrt, revoke_atom, "revoke")
+  CAF_ADD_ATOM(boxrt, boxrt, entitle_atom, "entitle")
+  CAF_ADD_ATOM(boxrt, boxrt, settings_atom, "settings")
+  CAF_ADD_ATOM(boxrt, boxrt, evict_atom, "evict")
+  CAF_ADD_ATOM(boxrt, boxrt, slot_atom, "slot")
+  CAF_ADD_ATOM(boxrt, boxrt, release_atom, "release")
+  CAF_ADD_ATOM(boxrt, boxrt, expire_atom, "expire")
+  CAF_ADD_ATOM(boxrt, boxrt, probe_atom, "probe")
+  CAF_ADD_ATOM(boxrt, boxrt, probed_atom, "probed")
+  CAF_ADD_ATOM(boxrt, boxrt, health_atom, "health")
+  CAF_ADD_ATOM(boxrt, boxrt, shutdown_atom, "shutdown")
+
+CAF_END_TYPE_ID_BLOCK(boxrt)
