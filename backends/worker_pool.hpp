@@ -18,6 +18,8 @@ class worker_pool {
   /// `max_threads` bounds the threads alive at once; idle threads exit after `idle_exit`.
   explicit worker_pool(size_t max_threads = 1024,
                        std::chrono::milliseconds idle_exit = std::chrono::seconds{30});
+  /// Stops accepting new work, runs every queued job and joins all threads. Must not
+  /// run on one of the pool's own threads.
   ~worker_pool();
 
   worker_pool(const worker_pool&) = delete;
@@ -30,17 +32,25 @@ class worker_pool {
   /// Threads alive now (for tests and stats).
   size_t threads() const;
 
+  /// Threads waiting for work now (for tests and stats).
+  size_t idle() const;
+
   /// Jobs queued and not yet started.
   size_t queued() const;
 
  private:
   void run();
+  /// Joins and clears `threads`; called without mtx_ held.
+  static void join_all(std::vector<std::thread>& threads);
 
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   std::vector<std::thread> threads_;
+  /// Threads that left on idle timeout and still need a join.
+  std::vector<std::thread> finished_;
   size_t alive_ = 0;
+  /// Threads waiting for work; a queued job beyond this count needs a new thread.
   size_t idle_ = 0;
   size_t max_threads_;
   std::chrono::milliseconds idle_exit_;

@@ -1,0 +1,27 @@
+// Default-deny host mounts (contract §4.7): every host path a session binds —
+// host_path and each extra mount — must resolve under box.local.allowed_mount_roots
+// and outside the denylist. Blocking (realpath): call it on the worker pool only.
+#pragma once
+
+#include <string>
+
+#include "messages/error.hpp"
+#include "messages/models.hpp"
+
+namespace boxrt {
+
+/// Resolves box.local as the reference does: host_root absolute; default_workspace
+/// relative to host_root (default "<host_root>/default"); allowed roots absolute
+/// (default [host_root]); skills_root relative to host_root (default "skills").
+local_config resolve_local(const local_config& local);
+
+/// Checks spec.host_path and every extra mount with a mode other than none.
+/// BoxValidationError texts: "<field> <path> is blocked for security",
+/// "host_path mounting is disabled because no allowed_mount_roots are configured",
+/// "<field> is outside allowed_mount_roots: <roots joined by ', '>".
+box_error check_spec_mounts(const box_spec& spec, const local_config& local);
+
+/// The admission-mode workspace-root check (protocol.md §4.9.5); "" when it passes.
+std::string check_managed_workspace_root(const box_config& config);
+
+} // namespace boxrt

@@ -1,0 +1,26 @@
+// Backend selection: turns `box.backend` into the driver boxd runs with
+// (backends-and-skills.md §3), or into the reason there is none.
+#pragma once
+
+#include <string>
+
+#include "backends/backend.hpp"
+
+namespace boxrt {
+
+/// The outcome of selection. `backend` is null when the requested backend cannot run
+/// here; `name` is still the requested (canonical) name and `reason` says why.
+struct backend_choice {
+  backend_ptr backend;
+  std::string name;
+  std::string reason;
+};
+
+/// Selects the backend named by `config.backend` ("", "auto" and "local" mean bwrap).
+/// A named backend that is unavailable never falls back to another one.
+backend_choice select_backend(const box_config& config);
+
+/// The reference's BoxBackendUnavailableError text, for execs without a backend.
+std::string backend_unavailable_message();
+
+} // namespace boxrt

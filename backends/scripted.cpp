@@ -1,0 +1,315 @@
+// The scripted test backend: the command language of scripted.hpp, the records tests
+// read back, and output capping with the reference's exact clip notice.
+#include "backends/scripted.hpp"
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <string_view>
+#include <utility>
+
+namespace boxrt {
+
+namespace {
+
+/// Readiness keys every backend reports (backends-and-skills.md §4.1, plus boxrt's
+/// resource_limits).
+constexpr std::array<std::string_view, 9> readiness_keys{
+  "cgroup_v2",           "resource_limits",          "namespace_isolation",
+  "mount_isolation",     "network_isolation",        "hard_workspace_quota",
+  "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota",
+};
+
+/// What Python's str.strip() removes within ASCII (the reference strips decoded output).
+constexpr bool is_space(char c) noexcept {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
+
+constexpr std::string_view lstrip(std::string_view s) noexcept {
+  while (!s.empty() && is_space(s.front()))
+    s.remove_prefix(1);
+  return s;
+}
+
+constexpr std::string_view strip(std::string_view s) noexcept {
+  s = lstrip(s);
+  while (!s.empty() && is_space(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+/// Length of an incomplete UTF-8 sequence at the end of `s` (0 when it ends cleanly).
+size_t partial_utf8_tail(std::string_view s) noexcept {
+  auto n = s.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80)
+      continue; // continuation byte: keep looking for the lead byte
+    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return back < need ? back : 0;
+  }
+  return 0;
+}
+
+/// Caps one stream at `limit` bytes as the reference's _clip_captured_bytes does: keep
+/// the first `limit` bytes, decode (a cut UTF-8 sequence becomes U+FFFD), strip, then
+/// append "\n... [raw output clipped at <limit> bytes, <N> bytes discarded]".
+std::string clip_output(std::string_view text, int64_t limit) {
+  auto cap = static_cast<size_t>(limit < 0 ? 0 : limit);
+  if (text.size() <= cap)
+    return std::string{strip(text)};
+  auto kept = text.substr(0, cap);
+  std::string out;
+  if (auto tail = partial_utf8_tail(kept); tail > 0) {
+    // U+FFFD ends the decoded text, so only leading whitespace is stripped.
+    out = lstrip(kept.substr(0, kept.size() - tail));
+    out += "\xEF\xBF\xBD";
+  } else {
+    out = strip(kept);
+  }
+  out += "\n... [raw output clipped at ";
+  out += std::to_string(cap);
+  out += " bytes, ";
+  out += std::to_string(text.size() - cap);
+  out += " bytes discarded]";
+  return out;
+}
+
+/// Splits "verb rest" at the first whitespace; `rest` keeps its inner spacing.
+std::pair<std::string_view, std::string_view> split_verb(std::string_view cmd) noexcept {
+  size_t i = 0;
+  while (i < cmd.size() && !is_space(cmd[i]))
+    ++i;
+  return {cmd.substr(0, i), lstrip(cmd.substr(i))};
+}
+
+/// A session of the scripted backend. `interrupt` wakes its execs blocked in `gate`;
+/// it uses the backend's mutex and condition variable, so a session must not be
+/// interrupted after its backend is gone.
+class scripted_session final : public backend_session {
+ public:
+  scripted_session(std::mutex& mtx, std::condition_variable& cv, std::string id)
+    : mtx_{mtx}, cv_{cv}, id_{std::move(id)} {
+  }
+
+  std::string id() const override {
+    return id_;
+  }
+
+  bool alive() const override {
+    return alive_.load(std::memory_order_acquire);
+  }
+
+  void interrupt() override {
+    {
+      std::lock_guard lock{mtx_};
+      ++interrupts_;
+    }
+    cv_.notify_all();
+  }
+
+  void kill() noexcept {
+    alive_.store(false, std::memory_order_release);
+  }
+
+  /// Bumped by every interrupt (and stop); a gated exec ends when it changes.
+  /// Guarded by the backend's mutex.
+  uint64_t interrupts_ = 0;
+
+ private:
+  std::mutex& mtx_;
+  std::condition_variable& cv_;
+  std::string id_;
+  std::atomic<bool> alive_{true};
+};
+
+} // namespace
+
+scripted_backend::scripted_backend(scripted_config config) : config_{std::move(config)} {
+}
+
+readiness_report scripted_backend::probe_readiness(const std::string&, bool) {
+  readiness_report report;
+  report.backend_name = "scripted";
+  report.isolating = false;
+  std::lock_guard lock{mtx_};
+  report.available = config_.available;
+  for (auto key : readiness_keys) {
+    auto ready = false;
+    for (const auto& k : config_.ready_keys)
+      if (k == key)
+        ready = true;
+    report.details.emplace(std::string{key}, ready);
+  }
+  return report;
+}
+
+result<std::shared_ptr<backend_session>>
+scripted_backend::start_session(const box_spec& spec) {
+  std::unique_lock lock{mtx_};
+  auto held = [&] {
+    for (const auto& needle : held_)
+      if (spec.session_id.find(needle) != std::string::npos)
+        return true;
+    return false;
+  };
+  if (held()) {
+    ++blocked_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !held(); });
+    --blocked_;
+  }
+  // Taken when the start proceeds, so a held start does not consume an error armed
+  // for a later, unheld one.
+  if (next_start_error_) {
+    auto err = std::move(*next_start_error_);
+    next_start_error_.reset();
+    return err;
+  }
+  started_.push_back(spec);
+  auto id = "scripted-" + std::to_string(next_id_++);
+  return std::shared_ptr<backend_session>{
+    std::make_shared<scripted_session>(mtx_, cv_, std::move(id))};
+}
+
+result<exec_result> scripted_backend::exec(backend_session& session, const box_spec& spec,
+                                           const exec_limits& limits) {
+  auto* self = dynamic_cast<scripted_session*>(&session);
+  if (self == nullptr)
+    return make_box_error(ec::box_error, "scripted backend got a session of another backend");
+  auto cmd = strip(spec.cmd);
+  auto [verb, arg] = split_verb(cmd);
+  exec_result out;
+  out.session_id = spec.session_id;
+  out.backend_name = "scripted";
+  if (verb == "gate") {
+    std::string gate{arg};
+    std::unique_lock lock{mtx_};
+    ++execs_;
+    if (!self->alive())
+      return make_box_error(ec::box_error, "scripted session " + self->id() + " is not alive");
+    auto seen = self->interrupts_;
+    if (!open_gates_.contains(gate)) {
+      ++blocked_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_gates_.contains(gate) || self->interrupts_ != seen; });
+      --blocked_;
+    }
+    if (self->interrupts_ != seen) {
+      out.exit_code = 137;
+      out.stderr_text = "interrupted";
+    }
+    return out;
+  }
+  {
+    std::lock_guard lock{mtx_};
+    ++execs_;
+  }
+  if (!self->alive())
+    return make_box_error(ec::box_error, "scripted session " + self->id() + " is not alive");
+  if (verb == "echo") {
+    out.stdout_text = clip_output(arg, limits.max_output_bytes);
+  } else if (verb == "fail") {
+    int64_t code = 1;
+    auto digits = strip(arg);
+    auto [end, errc] = std::from_chars(digits.data(), digits.data() + digits.size(), code);
+    if (errc != std::errc{} || end != digits.data() + digits.size())
+      code = 1;
+    out.exit_code = code;
+    out.stderr_text = clip_output("failed", limits.max_output_bytes);
+  } else if (verb == "timeout") {
+    out.status = exec_status::timed_out;
+    out.exit_code = -1;
+    out.stderr_text = clip_output(
+      "Command timed out after " + std::to_string(spec.timeout_sec) + " seconds.",
+      limits.max_output_bytes);
+  } else if (verb == "die") {
+    self->kill();
+    out.exit_code = 1;
+  } else {
+    out.stdout_text = clip_output(cmd, limits.max_output_bytes);
+  }
+  return out;
+}
+
+void scripted_backend::stop_session(backend_session& session) {
+  auto* self = dynamic_cast<scripted_session*>(&session);
+  {
+    std::lock_guard lock{mtx_};
+    stopped_.push_back(session.id());
+    if (self != nullptr) {
+      self->kill();
+      // A destroyed sandbox ends its running command, as with a real backend.
+      ++self->interrupts_;
+    }
+  }
+  cv_.notify_all();
+}
+
+void scripted_backend::hold_starts(const std::string& needle) {
+  std::lock_guard lock{mtx_};
+  held_.insert(needle);
+}
+
+void scripted_backend::release_starts(const std::string& needle) {
+  {
+    std::lock_guard lock{mtx_};
+    held_.erase(needle);
+  }
+  cv_.notify_all();
+}
+
+void scripted_backend::release_gate(const std::string& name) {
+  {
+    std::lock_guard lock{mtx_};
+    open_gates_.insert(name);
+  }
+  cv_.notify_all();
+}
+
+void scripted_backend::fail_next_start(box_error err) {
+  std::lock_guard lock{mtx_};
+  next_start_error_ = std::move(err);
+}
+
+void scripted_backend::set_config(scripted_config config) {
+  std::lock_guard lock{mtx_};
+  config_ = std::move(config);
+}
+
+std::vector<box_spec> scripted_backend::started_specs() const {
+  std::lock_guard lock{mtx_};
+  return started_;
+}
+
+std::vector<std::string> scripted_backend::stopped_ids() const {
+  std::lock_guard lock{mtx_};
+  return stopped_;
+}
+
+size_t scripted_backend::start_count() const {
+  std::lock_guard lock{mtx_};
+  return started_.size();
+}
+
+size_t scripted_backend::stop_count() const {
+  std::lock_guard lock{mtx_};
+  return stopped_.size();
+}
+
+size_t scripted_backend::exec_count() const {
+  std::lock_guard lock{mtx_};
+  return execs_;
+}
+
+size_t scripted_backend::blocked() const {
+  std::lock_guard lock{mtx_};
+  return blocked_;
+}
+
+bool scripted_backend::wait_blocked(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock{mtx_};
+  return cv_.wait_for(lock, timeout, [&] { return blocked_ >= n; });
+}
+
+} // namespace boxrt
