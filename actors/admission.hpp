@@ -148,7 +148,15 @@ class workspace_admission {
   int64_t tombstone_ = 0;
   int64_t fingerprint_sessions_ = -1;
   int64_t fingerprint_processes_ = -1;
+
+  /// The authoritative-loss bookkeeping shared by snapshots and the entitlement gate:
+  /// drops the grant and raises the tombstone and the highest revision to `revision`.
+  void revoke_at(int64_t revision);
 };
+
+/// The Cloud policy rules of admission.md §3.6 items 2-7 (BoxAdmissionError), with
+/// boxrt's backend rule "bwrap or nsjail". Empty when `p` is a valid required policy.
+box_error validate_required_policy(const admission_policy& p);
 
 /// Lexical normalisation of an absolute path: collapses "//", ".", ".." and a trailing
 /// "/". Used to compare host paths without touching the filesystem.

@@ -1,1 +1,399 @@
-// placeholder
+#include "actors/directory.hpp"
+
+#include <deque>
+#include <functional>
+#include <list>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/admission.hpp"
+#include "actors/caf_support.hpp"
+#include "actors/supervisor.hpp"
+#include "backends/mount_policy.hpp"
+
+namespace boxrt {
+
+namespace {
+
+/// A request parked until its workspace can be served (first probe, eviction).
+struct parked {
+  std::function<void(const supervisor_actor&)> go;
+  std::function<void(const box_error&)> fail;
+};
+
+struct directory_state {
+  static inline const char* name = "boxrt.directory";
+
+  directory_args args;
+  instance_settings settings;
+  std::unordered_map<std::string, supervisor_actor> supervisors;
+  std::unordered_map<caf::actor_addr, std::string> by_addr;
+  /// Evictable workspaces, least recently reported first.
+  std::list<std::string> idle;
+  std::unordered_map<std::string, std::list<std::string>::iterator> idle_pos;
+  /// Workspaces whose supervisor is being asked to leave, with requests parked for them.
+  std::unordered_map<std::string, std::vector<parked>> evicting;
+  /// Requests parked until the first readiness probe.
+  std::vector<std::pair<std::string, parked>> before_probe;
+  int64_t slots_in_use = 0;
+  /// Every live supervisor, shared with the exit functor.
+  std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
+    = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
+  bool probing = false;
+};
+
+using self_ptr = directory_actor::stateful_pointer<directory_state>;
+
+void broadcast_settings(self_ptr self) {
+  for (auto& [ws, sup] : self->state.supervisors)
+    self->send(sup, settings_atom_v, self->state.settings);
+}
+
+void submit_probe(self_ptr self) {
+  auto& st = self->state;
+  if (st.probing)
+    return;
+  st.probing = true;
+  auto handle = caf::actor_cast<directory_actor>(self);
+  auto backend = st.args.backend;
+  auto config = st.settings.config;
+  auto name = st.args.backend_name;
+  auto reason = st.args.backend_reason;
+  st.args.pool->submit([handle, backend, config, name, reason] {
+    readiness_report report;
+    std::string mount_error;
+    bool admission = config.admission.required || !config.admission_error.empty();
+    if (admission)
+      mount_error = check_managed_workspace_root(config);
+    if (backend) {
+      report = backend->probe_readiness(admission ? config.local.default_workspace : "", admission);
+    } else {
+      report.backend_name = name;
+      report.available = false;
+      report.error = reason;
+    }
+    caf::anon_send(handle, probed_atom_v, std::move(report), std::move(mount_error));
+  });
+}
+
+void schedule_probe(self_ptr self) {
+  auto cache = self->state.settings.config.admission.readiness_cache_sec;
+  // Probes run in the background only: at most once per cache period, and every few
+  // seconds when the cache is 0, never on a request's path.
+  auto every = std::chrono::seconds{cache > 0 ? cache : 5};
+  self->delayed_send(self, every, probe_atom_v);
+}
+
+/// The directory keys supervisors by instance and workspace: with a pinned trusted
+/// instance that is just the workspace, without one tenants of two instances stay apart.
+std::string key_of(const std::string& instance, const std::string& workspace) {
+  std::string key;
+  key.reserve(instance.size() + 1 + workspace.size());
+  key.append(instance).push_back('\0');
+  key.append(workspace);
+  return key;
+}
+
+box_error check_instance(self_ptr self, const std::string& instance) {
+  const auto& trusted = self->state.settings.trusted_instance;
+  if (!trusted.empty() && instance != trusted)
+    return box_error{ec::permission, "Box action context does not match the trusted instance"};
+  return {};
+}
+
+void mark_idle(self_ptr self, const std::string& ws, bool idle) {
+  auto& st = self->state;
+  if (auto i = st.idle_pos.find(ws); i != st.idle_pos.end()) {
+    st.idle.erase(i->second);
+    st.idle_pos.erase(i);
+  }
+  if (idle) {
+    st.idle.push_back(ws);
+    st.idle_pos.emplace(ws, std::prev(st.idle.end()));
+  }
+}
+
+supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
+  auto& st = self->state;
+  supervisor_args a;
+  auto sep = ws.find('\0');
+  a.instance_uuid = ws.substr(0, sep);
+  a.workspace_uuid = ws.substr(sep + 1);
+  a.directory_key = ws;
+  a.directory = caf::actor_cast<caf::actor>(self);
+  a.settings = st.settings;
+  a.backend = st.args.backend;
+  a.pool = st.args.pool;
+  auto sup = spawn_supervisor(self, std::move(a));
+  self->monitor(sup);
+  st.children->emplace(sup.address(), caf::actor_cast<caf::actor>(sup));
+  st.supervisors.emplace(ws, sup);
+  st.by_addr.emplace(sup.address(), ws);
+  return sup;
+}
+
+void route(self_ptr self, const std::string& ws, parked p);
+
+/// Asks the least recently idle supervisor to leave; requests for it wait meanwhile.
+bool evict_one(self_ptr self) {
+  auto& st = self->state;
+  if (st.idle.empty())
+    return false;
+  auto victim = st.idle.front();
+  mark_idle(self, victim, false);
+  auto i = st.supervisors.find(victim);
+  if (i == st.supervisors.end())
+    return false;
+  auto sup = i->second;
+  st.supervisors.erase(i);
+  st.by_addr.erase(sup.address());
+  st.evicting.emplace(victim, std::vector<parked>{});
+  self->request(sup, caf::infinite, evict_atom_v)
+    .then(
+      [self, victim, sup](bool left) {
+        auto& st = self->state;
+        auto waiting = std::move(st.evicting[victim]);
+        st.evicting.erase(victim);
+        if (!left) {
+          // It took on work after reporting idle: keep it.
+          st.supervisors.emplace(victim, sup);
+          st.by_addr.emplace(sup.address(), victim);
+          for (auto& p : waiting)
+            p.go(sup);
+          return;
+        }
+        spdlog::debug("directory: evicted idle workspace record {}", victim);
+        for (auto& p : waiting)
+          route(self, victim, std::move(p));
+      },
+      [self, victim](caf::error&) {
+        auto& st = self->state;
+        auto waiting = std::move(st.evicting[victim]);
+        st.evicting.erase(victim);
+        for (auto& p : waiting)
+          route(self, victim, std::move(p));
+      });
+  return true;
+}
+
+box_error capacity_error() {
+  return box_error{ec::capacity_exceeded,
+                   "Box generation fence capacity reached; refusing an unbounded Workspace allocation"};
+}
+
+/// Routes a parked request to the workspace's supervisor, spawning it on first use.
+void route(self_ptr self, const std::string& ws, parked p) {
+  auto& st = self->state;
+  if (!st.settings.probed) {
+    st.before_probe.emplace_back(ws, std::move(p));
+    return;
+  }
+  if (auto e = st.evicting.find(ws); e != st.evicting.end()) {
+    e->second.push_back(std::move(p));
+    return;
+  }
+  if (auto i = st.supervisors.find(ws); i != st.supervisors.end()) {
+    p.go(i->second);
+    return;
+  }
+  auto cap = st.settings.config.limits.max_admission_records;
+  if (static_cast<int64_t>(st.supervisors.size() + st.evicting.size()) >= cap) {
+    if (!evict_one(self)) {
+      p.fail(capacity_error());
+      return;
+    }
+  }
+  p.go(spawn_for(self, ws));
+}
+
+/// Delegates a request to the workspace's supervisor: at once when it exists (the hot
+/// path), otherwise through route().
+template <class Reply, class Atom, class Request>
+caf::result<Reply> forward(self_ptr self, const std::string& ws, Atom atom, Request&& req) {
+  auto& st = self->state;
+  if (st.settings.probed) {
+    if (auto i = st.supervisors.find(ws); i != st.supervisors.end())
+      return self->delegate(i->second, atom, std::forward<Request>(req));
+  }
+  auto rp = self->make_response_promise<Reply>();
+  route(self, ws,
+        parked{[rp, atom, req = std::forward<Request>(req)](const supervisor_actor& sup) mutable {
+                 rp.delegate(sup, atom, std::move(req));
+               },
+               [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); }});
+  return rp;
+}
+
+} // namespace
+
+directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
+  return sys.spawn([](self_ptr self, directory_args a) -> directory_actor::behavior_type {
+    auto& st = self->state;
+    st.args = std::move(a);
+    st.settings.config = st.args.config;
+    st.settings.trusted_instance = st.args.trusted_instance;
+    st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
+    st.settings.backend_available = false;
+    st.settings.backend_reason = st.args.backend_reason;
+    self->set_down_handler([self](const caf::down_msg& dm) {
+      auto& st = self->state;
+      st.children->erase(dm.source);
+      auto i = st.by_addr.find(dm.source);
+      if (i == st.by_addr.end())
+        return;
+      auto ws = i->second;
+      st.by_addr.erase(i);
+      if (auto j = st.supervisors.find(ws); j != st.supervisors.end() && j->second.address() == dm.source)
+        st.supervisors.erase(j);
+      mark_idle(self, ws, false);
+      if (dm.reason && dm.reason != caf::exit_reason::normal)
+        spdlog::error("directory: supervisor of {} stopped: {}", ws, caf::to_string(dm.reason));
+    });
+    // Supervisors are linked: they never outlive the directory. A supervisor that fails
+    // is reported through the down handler instead of taking the directory along.
+    // Supervisors never outlive the directory. The functor runs after the state is
+    // gone, so it holds its own reference to the set of children.
+    self->attach_functor([kids = st.children](const caf::error&) {
+      for (auto& [addr, sup] : *kids)
+        caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+    });
+    submit_probe(self);
+    return {
+      [self](exec_atom, exec_request& req) -> caf::result<exec_result> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<exec_result>(self, ws, exec_atom_v, std::move(req));
+      },
+      [self](create_atom, exec_request& req) -> caf::result<session_info> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<session_info>(self, ws, create_atom_v, std::move(req));
+      },
+      [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<session_info>(self, ws, caf::get_atom_v, std::move(req));
+      },
+      [self](caf::delete_atom, session_request& req) -> caf::result<std::string> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<std::string>(self, ws, caf::delete_atom_v, std::move(req));
+      },
+      [self](list_atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
+        if (auto err = check_instance(self, ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
+        return forward<std::vector<session_info>>(self, ws, list_atom_v, std::move(ctx));
+      },
+      [self](status_atom, action_context& ctx) -> caf::result<status_info> {
+        if (auto err = check_instance(self, ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
+        return forward<status_info>(self, ws, status_atom_v, std::move(ctx));
+      },
+      [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
+        const auto& trusted = self->state.settings.trusted_instance;
+        if (!trusted.empty() && snap.instance_uuid != trusted)
+          return to_caf_error({ec::entitlement_unavailable,
+                               "Entitlement scope does not match the Workspace execution context"});
+        auto ws = key_of(snap.instance_uuid, snap.workspace_uuid);
+        return forward<entitlement_receipt>(self, ws, entitle_atom_v, std::move(snap));
+      },
+      [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
+        const auto& trusted = self->state.settings.trusted_instance;
+        if (!trusted.empty() && grant.instance_uuid != trusted)
+          return to_caf_error({ec::permission,
+                               "Sandbox admission grant does not match the trusted instance"});
+        auto ws = key_of(grant.instance_uuid, grant.workspace_uuid);
+        return forward<grant_receipt>(self, ws, grant_atom_v, std::move(grant));
+      },
+      [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
+        const auto& trusted = self->state.settings.trusted_instance;
+        if (!trusted.empty() && rev.instance_uuid != trusted)
+          return to_caf_error({ec::permission,
+                               "Sandbox admission revocation does not match the trusted instance"});
+        auto ws = key_of(rev.instance_uuid, rev.workspace_uuid);
+        return forward<revocation_receipt>(self, ws, revoke_atom_v, std::move(rev));
+      },
+      [self](health_atom) -> health_info {
+        health_info out;
+        out.settings = self->state.settings;
+        out.sessions = self->state.slots_in_use;
+        out.workspaces = static_cast<int64_t>(self->state.supervisors.size());
+        return out;
+      },
+      [self](slot_atom) -> bool {
+        auto& st = self->state;
+        if (st.slots_in_use >= st.settings.config.limits.max_sessions)
+          return false;
+        ++st.slots_in_use;
+        return true;
+      },
+      [self](release_atom) {
+        if (self->state.slots_in_use > 0)
+          --self->state.slots_in_use;
+      },
+      [self](idle_atom, std::string& ws, bool idle) {
+        if (self->state.supervisors.count(ws))
+          mark_idle(self, ws, idle);
+      },
+      [self](probe_atom) { submit_probe(self); },
+      [self](probed_atom, readiness_report& report, std::string& mount_error) {
+        auto& st = self->state;
+        st.probing = false;
+        auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage);
+        bool first = !st.settings.probed;
+        auto before = st.settings;
+        st.settings.backend_report = report;
+        st.settings.backend_available = report.available;
+        st.settings.ready = r.ready;
+        st.settings.admission_mode = r.admission_mode;
+        st.settings.checks = r.checks;
+        st.settings.readiness_error = r.error;
+        st.settings.probed = true;
+        if (first)
+          spdlog::info("directory: backend {} {}; readiness {}", st.settings.backend_name,
+                       report.available ? "available" : "unavailable", r.ready ? "ready" : "not ready");
+        if (first || !(before.backend_report == report) || before.ready != r.ready
+            || before.checks != r.checks)
+          broadcast_settings(self);
+        if (first) {
+          auto parked_requests = std::move(st.before_probe);
+          st.before_probe.clear();
+          for (auto& [ws, p] : parked_requests)
+            route(self, ws, std::move(p));
+        }
+        schedule_probe(self);
+      },
+      [self](shutdown_atom) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (st.supervisors.empty())
+          return int64_t{0};
+        auto rp = self->make_response_promise<int64_t>();
+        auto remaining = std::make_shared<size_t>(st.supervisors.size());
+        auto total = std::make_shared<int64_t>(0);
+        for (auto& [ws, sup] : st.supervisors)
+          self->request(sup, caf::infinite, shutdown_atom_v)
+            .then(
+              [rp, remaining, total](int64_t n) mutable {
+                *total += n;
+                if (--*remaining == 0)
+                  rp.deliver(*total);
+              },
+              [rp, remaining, total](caf::error&) mutable {
+                if (--*remaining == 0)
+                  rp.deliver(*total);
+              });
+        return rp;
+      },
+    };
+  }, std::move(args));
+}
+
+} // namespace boxrt

@@ -1,1 +1,327 @@
-// placeholder
+#include "actors/session.hpp"
+
+#include <chrono>
+#include <deque>
+#include <optional>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/caf_support.hpp"
+#include "backends/mount_policy.hpp"
+#include "messages/time.hpp"
+
+namespace boxrt {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The backend handle, shared with the one job that runs at a time for this session.
+struct backend_box {
+  std::shared_ptr<backend_session> handle;
+};
+
+struct session_state {
+  static inline const char* name = "boxrt.session";
+
+  enum class phase { starting, ready, running, stopping };
+
+  session_args args;
+  std::shared_ptr<backend_box> box = std::make_shared<backend_box>();
+  session_info info;
+  phase current = phase::starting;
+
+  struct queued_exec {
+    box_spec spec;
+    caf::typed_response_promise<exec_result> rp;
+  };
+  std::deque<queued_exec> queue;
+  std::vector<caf::typed_response_promise<session_info>> create_waiters;
+
+  uint64_t next_token = 1;
+  uint64_t running_token = 0;
+  std::optional<caf::typed_response_promise<exec_result>> running_rp;
+  /// A timed-out result waits for the session to stop before it is delivered.
+  std::optional<exec_result> timed_out_result;
+
+  box_error stop_reason;
+  std::vector<caf::typed_response_promise<bool>> stop_waiters;
+  bool stop_submitted = false;
+
+  uint64_t commands_seen = 0;
+  clock_type::time_point last_used = clock_type::now();
+  bool reap_scheduled = false;
+};
+
+using self_ptr = session_actor::stateful_pointer<session_state>;
+
+box_error deleting_error(const session_state& st) {
+  return box_error{ec::session_not_found, "session " + st.args.logical_id + " is being deleted"};
+}
+
+void submit_start(self_ptr self) {
+  auto& st = self->state;
+  st.current = session_state::phase::starting;
+  auto handle = caf::actor_cast<session_actor>(self);
+  auto box = st.box;
+  auto backend = st.args.backend;
+  auto spec = st.args.spec;
+  auto local = st.args.local;
+  st.args.pool->submit([handle, box, backend, spec, local] {
+    start_outcome out;
+    if (auto err = check_spec_mounts(spec, local)) {
+      out.error = std::move(err);
+      caf::anon_send(handle, started_atom_v, std::move(out));
+      return;
+    }
+    if (box->handle) {
+      // A dead sandbox is replaced: stop what is left of it first.
+      backend->stop_session(*box->handle);
+      box->handle.reset();
+    }
+    auto started = backend->start_session(spec);
+    if (started) {
+      box->handle = std::move(started.value());
+      out.backend_session_id = box->handle->id();
+    } else {
+      out.error = started.error();
+    }
+    caf::anon_send(handle, started_atom_v, std::move(out));
+  });
+}
+
+void submit_stop(self_ptr self) {
+  auto& st = self->state;
+  if (st.stop_submitted)
+    return;
+  st.stop_submitted = true;
+  auto handle = caf::actor_cast<session_actor>(self);
+  auto box = st.box;
+  auto backend = st.args.backend;
+  st.args.pool->submit([handle, box, backend] {
+    if (box->handle)
+      backend->stop_session(*box->handle);
+    caf::anon_send(handle, stopped_atom_v);
+  });
+}
+
+void schedule_reap(self_ptr self) {
+  auto& st = self->state;
+  if (st.args.spec.persistent || st.args.ttl_sec <= 0 || st.reap_scheduled)
+    return;
+  st.reap_scheduled = true;
+  auto due = st.last_used + std::chrono::seconds{st.args.ttl_sec};
+  auto delay = std::max(due - clock_type::now(), clock_type::duration{std::chrono::milliseconds{1}});
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(delay), reap_atom_v);
+}
+
+void begin_stop(self_ptr self, box_error reason);
+
+void run_next(self_ptr self) {
+  auto& st = self->state;
+  if (st.current != session_state::phase::ready || st.queue.empty())
+    return;
+  if (st.box->handle && !st.box->handle->alive()) {
+    spdlog::info("session {}: sandbox died, starting a new one", st.args.physical_id);
+    submit_start(self);
+    return;
+  }
+  auto next = std::move(st.queue.front());
+  st.queue.pop_front();
+  st.current = session_state::phase::running;
+  st.running_token = st.next_token++;
+  st.running_rp = std::move(next.rp);
+  auto handle = caf::actor_cast<session_actor>(self);
+  auto box = st.box;
+  auto backend = st.args.backend;
+  auto limits = st.args.limits;
+  auto token = st.running_token;
+  st.args.pool->submit([handle, box, backend, limits, token, spec = std::move(next.spec)] {
+    exec_outcome out;
+    auto r = backend->exec(*box->handle, spec, limits);
+    if (r)
+      out.result = std::move(r.value());
+    else
+      out.error = r.error();
+    caf::anon_send(handle, done_atom_v, token, std::move(out));
+  });
+}
+
+void fail_pending(self_ptr self, const box_error& reason) {
+  auto& st = self->state;
+  auto err = to_caf_error(reason);
+  for (auto& q : st.queue)
+    q.rp.deliver(err);
+  st.queue.clear();
+  for (auto& w : st.create_waiters)
+    w.deliver(err);
+  st.create_waiters.clear();
+}
+
+void begin_stop(self_ptr self, box_error reason) {
+  auto& st = self->state;
+  if (st.current == session_state::phase::stopping)
+    return;
+  auto previous = st.current;
+  st.current = session_state::phase::stopping;
+  st.stop_reason = std::move(reason);
+  fail_pending(self, st.stop_reason);
+  if (previous == session_state::phase::running) {
+    if (st.running_rp && !st.timed_out_result) {
+      st.running_rp->deliver(to_caf_error(st.stop_reason));
+      st.running_rp.reset();
+    }
+    if (st.box->handle)
+      st.box->handle->interrupt();
+    return; // the stop job is submitted once the running command returns
+  }
+  if (previous == session_state::phase::starting)
+    return; // the stop job is submitted once the start returns
+  submit_stop(self);
+}
+
+} // namespace
+
+session_actor spawn_session(caf::local_actor* parent, session_args args) {
+  return parent->spawn([](self_ptr self, session_args a) -> session_actor::behavior_type {
+    auto& st = self->state;
+    st.args = std::move(a);
+    st.info = session_info_from_spec(st.args.spec);
+    st.info.session_id = st.args.logical_id;
+    st.info.backend_name = st.args.backend->name();
+    st.info.created_at = wall_now_us();
+    st.info.last_used_at = st.info.created_at;
+    submit_start(self);
+    return {
+      [self](exec_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<exec_result>();
+        ++st.commands_seen;
+        if (st.current == session_state::phase::stopping) {
+          rp.deliver(to_caf_error(st.stop_reason));
+          return rp;
+        }
+        st.queue.push_back({std::move(spec), rp});
+        run_next(self);
+        return rp;
+      },
+      [self](create_atom) -> caf::typed_response_promise<session_info> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<session_info>();
+        ++st.commands_seen;
+        switch (st.current) {
+          case session_state::phase::stopping:
+            rp.deliver(to_caf_error(st.stop_reason));
+            break;
+          case session_state::phase::starting:
+            st.create_waiters.push_back(rp);
+            break;
+          default:
+            st.last_used = clock_type::now();
+            st.info.last_used_at = wall_now_us();
+            rp.deliver(st.info);
+        }
+        return rp;
+      },
+      [self](caf::get_atom) -> session_info { return self->state.info; },
+      [self](stop_atom, box_error& reason) -> caf::typed_response_promise<bool> {
+        auto rp = self->make_response_promise<bool>();
+        self->state.stop_waiters.push_back(rp);
+        begin_stop(self, std::move(reason));
+        return rp;
+      },
+      [self](started_atom, start_outcome& out) {
+        auto& st = self->state;
+        if (st.current == session_state::phase::stopping) {
+          submit_stop(self);
+          return;
+        }
+        if (out.error) {
+          spdlog::warn("session {}: backend start failed: {}", st.args.physical_id,
+                       out.error.message);
+          // The error goes to every waiting caller; the supervisor forgets us.
+          self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), closing_atom_v,
+                     st.args.physical_id);
+          st.current = session_state::phase::stopping;
+          st.stop_reason = out.error;
+          fail_pending(self, out.error);
+          submit_stop(self);
+          return;
+        }
+        st.info.backend_session_id = out.backend_session_id;
+        st.current = session_state::phase::ready;
+        st.last_used = clock_type::now();
+        for (auto& w : st.create_waiters)
+          w.deliver(st.info);
+        st.create_waiters.clear();
+        schedule_reap(self);
+        run_next(self);
+      },
+      [self](done_atom, uint64_t token, exec_outcome& out) {
+        auto& st = self->state;
+        if (token != st.running_token)
+          return;
+        st.running_token = 0;
+        st.last_used = clock_type::now();
+        st.info.last_used_at = wall_now_us();
+        if (st.current == session_state::phase::stopping) {
+          submit_stop(self);
+          return;
+        }
+        if (out.error) {
+          st.running_rp->deliver(to_caf_error(out.error));
+          st.running_rp.reset();
+        } else {
+          out.result.session_id = st.args.logical_id;
+          if (out.result.status == exec_status::timed_out) {
+            // As the reference does: a timed-out command ends its session, and the
+            // result is returned once the sandbox is gone.
+            st.timed_out_result = std::move(out.result);
+            self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), closing_atom_v,
+                       st.args.physical_id);
+            begin_stop(self, deleting_error(st));
+            submit_stop(self);
+            return;
+          }
+          st.running_rp->deliver(std::move(out.result));
+          st.running_rp.reset();
+        }
+        st.current = session_state::phase::ready;
+        run_next(self);
+      },
+      [self](stopped_atom) {
+        auto& st = self->state;
+        st.box->handle.reset();
+        if (st.timed_out_result && st.running_rp) {
+          st.running_rp->deliver(std::move(*st.timed_out_result));
+          st.running_rp.reset();
+        }
+        for (auto& w : st.stop_waiters)
+          w.deliver(true);
+        st.stop_waiters.clear();
+        self->quit();
+      },
+      [self](reap_atom) {
+        auto& st = self->state;
+        st.reap_scheduled = false;
+        if (st.current == session_state::phase::stopping)
+          return;
+        auto idle_for = clock_type::now() - st.last_used;
+        if (st.current == session_state::phase::ready && st.queue.empty()
+            && idle_for >= std::chrono::seconds{st.args.ttl_sec}) {
+          // The supervisor answers with a stop when nothing is in flight towards us;
+          // otherwise a later command renews the timer.
+          self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), idle_atom_v,
+                     st.args.physical_id, st.commands_seen);
+          st.reap_scheduled = true;
+          self->delayed_send(self, std::chrono::seconds{st.args.ttl_sec}, reap_atom_v);
+          return;
+        }
+        schedule_reap(self);
+      },
+    };
+  }, std::move(args));
+}
+
+} // namespace boxrt

@@ -1,0 +1,87 @@
+// Every typed actor interface of boxrt, in one place. Where an exec goes:
+// net (connection) -> directory -> supervisor (one per workspace) -> session ->
+// worker pool -> backend.
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/type_ids.hpp"
+
+namespace boxrt {
+
+/// One physical session: its mailbox is the serialized command stream.
+using session_actor = caf::typed_actor<
+  // Runs one command after every earlier one; replies with the caller's logical id.
+  caf::replies_to<exec_atom, box_spec>::with<exec_result>,
+  // Replies once the sandbox has started (box_create_session).
+  caf::replies_to<create_atom>::with<session_info>,
+  // Current info, answered at once.
+  caf::replies_to<caf::get_atom>::with<session_info>,
+  // Stops now: interrupts a running command, fails queued ones with the error, stops
+  // the backend session, then replies and quits.
+  caf::replies_to<stop_atom, box_error>::with<bool>,
+  // Worker pool: the backend start finished.
+  caf::reacts_to<started_atom, start_outcome>,
+  // Worker pool: the command with this token finished.
+  caf::reacts_to<done_atom, uint64_t, exec_outcome>,
+  // Worker pool: the backend session was stopped.
+  caf::reacts_to<stopped_atom>,
+  // Self-sent TTL timer.
+  caf::reacts_to<reap_atom>>;
+
+/// Tenant actions of one workspace (also the directory's routing surface).
+using tenant_actor = caf::typed_actor<
+  // box_exec.
+  caf::replies_to<exec_atom, exec_request>::with<exec_result>,
+  // box_create_session.
+  caf::replies_to<create_atom, exec_request>::with<session_info>,
+  // box_get_session.
+  caf::replies_to<caf::get_atom, session_request>::with<session_info>,
+  // box_delete_session: replies with the session_id as sent.
+  caf::replies_to<caf::delete_atom, session_request>::with<std::string>,
+  // box_get_sessions: this workspace at this exact generation.
+  caf::replies_to<list_atom, action_context>::with<std::vector<session_info>>,
+  // box_status for this placement (never admission-gated).
+  caf::replies_to<status_atom, action_context>::with<status_info>,
+  // box_put_workspace_entitlement: replies after revoked sessions stopped.
+  caf::replies_to<entitle_atom, entitlement_snapshot>::with<entitlement_receipt>,
+  // box_upsert_sandbox_admission_grant.
+  caf::replies_to<grant_atom, admission_grant>::with<grant_receipt>,
+  // box_revoke_sandbox_admission_grant: replies after the sessions stopped.
+  caf::replies_to<revoke_atom, admission_revocation>::with<revocation_receipt>>;
+
+/// One workspace supervisor: the admission plane and owner of its sessions.
+using supervisor_actor = tenant_actor::extend<
+  // New instance settings (config, readiness) from the directory.
+  caf::reacts_to<settings_atom, instance_settings>,
+  // Directory asks to evict; true means "nothing of safety meaning held, quitting".
+  caf::replies_to<evict_atom>::with<bool>,
+  // A session decided to close itself (timeout): forget it now.
+  caf::reacts_to<closing_atom, std::string>,
+  // A non-persistent session was idle past its TTL after `uint64_t` commands.
+  caf::reacts_to<idle_atom, std::string, uint64_t>,
+  // Self-sent grant-expiry timer carrying its generation token.
+  caf::reacts_to<expire_atom, uint64_t>,
+  // Stops every session; replies with how many were stopped.
+  caf::replies_to<shutdown_atom>::with<int64_t>>;
+
+/// The directory: instance-level state (trusted instance, config, readiness, global
+/// session slots) and the one owner of the workspace -> supervisor map.
+using directory_actor = tenant_actor::extend<
+  // Readiness and backend info.
+  caf::replies_to<health_atom>::with<health_info>,
+  // A supervisor asks for a session slot of the global cap.
+  caf::replies_to<slot_atom>::with<bool>,
+  // A session slot is free again.
+  caf::reacts_to<release_atom>,
+  // A supervisor's evictability changed.
+  caf::reacts_to<idle_atom, std::string, bool>,
+  // Self-sent: run a background readiness probe.
+  caf::reacts_to<probe_atom>,
+  // Worker pool: a readiness probe finished (backend report, workspace-mount error).
+  caf::reacts_to<probed_atom, readiness_report, std::string>,
+  // Stops every session of every workspace; replies with the count.
+  caf::replies_to<shutdown_atom>::with<int64_t>>;
+
+} // namespace boxrt

@@ -1,0 +1,32 @@
+// The directory: the one owner of the workspace -> supervisor map (first use of a
+// workspace coalesces here) and of instance-level state: trusted instance, config,
+// background readiness, the global session cap and the workspace-record cap.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/actors.hpp"
+#include "backends/backend.hpp"
+#include "backends/worker_pool.hpp"
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace boxrt {
+
+struct directory_args {
+  box_config config;
+  std::string trusted_instance;
+  backend_ptr backend;          // null when no backend is usable
+  std::string backend_name;     // selected or requested backend name
+  std::string backend_reason;   // why no backend is usable
+  std::shared_ptr<worker_pool> pool;
+  /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
+  bool unsafe_soft_storage = false;
+};
+
+directory_actor spawn_directory(caf::actor_system& sys, directory_args args);
+
+} // namespace boxrt

@@ -1,0 +1,30 @@
+// The session actor: one per physical session. Its mailbox serializes the command
+// stream; blocking backend work runs on the worker pool and comes back as messages.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/actors.hpp"
+#include "backends/backend.hpp"
+#include "backends/worker_pool.hpp"
+
+namespace boxrt {
+
+/// What a session needs at spawn; none of it travels as a message.
+struct session_args {
+  backend_ptr backend;
+  std::shared_ptr<worker_pool> pool;
+  caf::actor supervisor;      // receives closing/idle reports (supervisor_actor)
+  std::string physical_id;
+  std::string logical_id;
+  box_spec spec;              // the spec of the first use (session_id = physical id)
+  exec_limits limits;
+  int64_t ttl_sec = 300;      // non-persistent sessions only; 0 disables the TTL
+  local_config local;         // mount policy (allowed roots)
+};
+
+/// Spawns a session actor that starts its backend session at once.
+session_actor spawn_session(caf::local_actor* parent, session_args args);
+
+} // namespace boxrt

@@ -1,0 +1,28 @@
+// The workspace supervisor: one per workspace. Owns the workspace's admission plane
+// (fence, snapshot, grant, tombstone) and its physical-id -> session map, so first
+// use of a session coalesces here without a lock.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/actors.hpp"
+#include "backends/backend.hpp"
+#include "backends/worker_pool.hpp"
+
+namespace boxrt {
+
+struct supervisor_args {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  /// This supervisor's key in the directory (instance and workspace).
+  std::string directory_key;
+  caf::actor directory;  // directory_actor: session slots and idle reports
+  instance_settings settings;
+  backend_ptr backend;   // null when no backend is usable
+  std::shared_ptr<worker_pool> pool;
+};
+
+supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args);
+
+} // namespace boxrt
