@@ -35,4 +35,11 @@ void add_boxrt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::boxrt>();
 }
 
+void configure_actor_system(caf::actor_system_config& cfg, size_t threads) {
+  add_boxrt_types(cfg);
+  cfg.set("scheduler.max-threads", threads);
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+}
+
 } // namespace boxrt

@@ -19,4 +19,9 @@ box_error from_caf_error(const caf::error& err);
 /// Registers every boxrt message type with an actor system config.
 void add_boxrt_types(caf::actor_system_config& cfg);
 
+/// Registers the types and tunes the scheduler: `threads` workers, and an idle worker
+/// waits on its condition variable (woken by new work) instead of CAF 0.17's default
+/// 50 µs sleep-polling, which adds up to 50 µs to every hop of a lightly loaded system.
+void configure_actor_system(caf::actor_system_config& cfg, size_t threads);
+
 } // namespace boxrt

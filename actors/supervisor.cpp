@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -128,6 +129,19 @@ void release_slot(self_ptr self, const caf::actor_addr& addr) {
   self->send(caf::actor_cast<directory_actor>(st.args.directory), release_atom_v);
 }
 
+/// The physical id of `logical` at `gen` in this workspace. The namespace is this
+/// supervisor's own, computed once, so the hot path hashes nothing for plain ids.
+result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view logical) {
+  auto suffix = safe_session_suffix(logical);
+  if (!suffix)
+    return suffix.error();
+  const auto& ns = self->state.admission->box_ns();
+  std::string out;
+  out.reserve(ns.size() + 24 + suffix.value().size());
+  out.append(ns).append("-g").append(std::to_string(gen)).append("-").append(suffix.value());
+  return out;
+}
+
 void report_idle(self_ptr self) {
   auto& st = self->state;
   bool idle = st.sessions.empty() && st.live.empty() && st.admission->evictable();
@@ -206,9 +220,8 @@ void apply_effect(self_ptr self, session_effect effect, std::function<void(int64
       const auto& grant = st.admission->grant();
       std::string canonical;
       if (grant) {
-        auto id = physical_session_id(st.args.instance_uuid, st.args.workspace_uuid,
-                                      grant->execution_generation,
-                                      config(self).admission.logical_session_id);
+        auto id = physical_id(self, grant->execution_generation,
+                              config(self).admission.logical_session_id);
         if (id)
           canonical = id.value();
       }
@@ -306,8 +319,7 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
                   std::function<void(const box_error&)> fail) {
   auto& st = self->state;
   const auto& s = st.args.settings;
-  auto phys = physical_session_id(ctx.instance_uuid, ctx.workspace_uuid, ctx.placement_generation,
-                                  spec.session_id);
+  auto phys = physical_id(self, ctx.placement_generation, spec.session_id);
   if (!phys) {
     fail(phys.error());
     return;
@@ -449,8 +461,27 @@ result<box_spec> prepare_spec(self_ptr self, const exec_request& req) {
                                           tenant_path(self), false);
 }
 
-template <class T>
-using promise = caf::typed_response_promise<T>;
+struct ready_session {
+  session_actor actor;
+  box_spec spec;
+};
+
+/// The hot path of an exec in standard mode: the fence does not move and the session
+/// exists, runs, and is compatible. Anything else takes the full path.
+std::optional<ready_session> fast_path(self_ptr self, exec_request& req) {
+  auto& st = self->state;
+  if (admission_mode(self) || req.ctx.placement_generation != st.admission->generation())
+    return std::nullopt;
+  auto phys = physical_id(self, req.ctx.placement_generation, req.spec.session_id);
+  if (!phys)
+    return std::nullopt;
+  auto i = st.sessions.find(phys.value());
+  if (i == st.sessions.end() || !i->second.actor || check_compat(i->second, req.spec)
+      || i->second.mounts != extra_mount_key(req.spec))
+    return std::nullopt;
+  ++i->second.forwarded;
+  return ready_session{i->second.actor, std::move(req.spec)};
+}
 
 } // namespace
 
@@ -485,6 +516,8 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
       [self](exec_atom, exec_request& req) -> caf::result<exec_result> {
         if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error))
           return to_caf_error(err);
+        if (auto fast = fast_path(self, req))
+          return self->delegate(fast->actor, exec_atom_v, std::move(fast->spec));
         auto rp = self->make_response_promise<exec_result>();
         advance_then(self, req.ctx, [self, rp, req](box_error err) mutable {
           if (err) {
@@ -538,8 +571,7 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
         if (admission_mode(self))
           if (auto err = workspace_admission::check_logical_session(logical, config(self).admission))
             return to_caf_error(err);
-        auto id = physical_session_id(req.ctx.instance_uuid, req.ctx.workspace_uuid,
-                                      req.ctx.placement_generation, logical);
+        auto id = physical_id(self, req.ctx.placement_generation, logical);
         if (!id)
           return to_caf_error(id.error());
         auto i = self->state.sessions.find(id.value());
@@ -554,8 +586,7 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
         if (admission_mode(self))
           if (auto err = workspace_admission::check_logical_session(logical, config(self).admission))
             return to_caf_error(err);
-        auto id = physical_session_id(req.ctx.instance_uuid, req.ctx.workspace_uuid,
-                                      req.ctx.placement_generation, logical);
+        auto id = physical_id(self, req.ctx.placement_generation, logical);
         if (!id)
           return to_caf_error(id.error());
         auto& st = self->state;

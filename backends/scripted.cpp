@@ -307,6 +307,11 @@ size_t scripted_backend::blocked() const {
   return blocked_;
 }
 
+bool scripted_backend::wait_stops(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock{mtx_};
+  return cv_.wait_for(lock, timeout, [&] { return stopped_.size() >= n; });
+}
+
 bool scripted_backend::wait_blocked(size_t n, std::chrono::milliseconds timeout) const {
   std::unique_lock lock{mtx_};
   return cv_.wait_for(lock, timeout, [&] { return blocked_ >= n; });

@@ -64,6 +64,8 @@ class scripted_backend : public backend {
   size_t blocked() const;
   /// Blocks the calling (test) thread until blocked() >= n or `timeout` passes.
   bool wait_blocked(size_t n, std::chrono::milliseconds timeout) const;
+  /// Blocks the calling (test) thread until stop_count() >= n or `timeout` passes.
+  bool wait_stops(size_t n, std::chrono::milliseconds timeout) const;
 
  private:
   mutable std::mutex mtx_;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <stdexcept>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -27,8 +28,9 @@ void run_job(std::function<void()>& job) noexcept {
 
 } // namespace
 
-worker_pool::worker_pool(size_t max_threads, std::chrono::milliseconds idle_exit)
-  : max_threads_{std::max<size_t>(max_threads, 1)}, idle_exit_{idle_exit} {
+worker_pool::worker_pool(size_t max_threads, std::chrono::milliseconds idle_exit,
+                         std::chrono::microseconds spin)
+  : max_threads_{std::max<size_t>(max_threads, 1)}, idle_exit_{idle_exit}, spin_{spin} {
 }
 
 worker_pool::~worker_pool() {
@@ -66,27 +68,23 @@ void worker_pool::submit(std::function<void()> job) {
   {
     std::lock_guard lock{mtx_};
     jobs_.push_back(std::move(job));
+    queued_.store(jobs_.size(), std::memory_order_release);
     if (!finished_.empty())
       reaped.swap(finished_);
     if (stopping_) {
       // Only a job of this pool can submit now (a follow-up during shutdown). Its own
       // thread, or the destructor after the joins, drains the queue.
-    } else if (jobs_.size() <= idle_) {
-      // Every queued job, this one included, has a waiting thread to take it.
-      wake = true;
-    } else if (alive_ < max_threads_) {
-      try {
-        threads_.emplace_back([this] { run(); });
-        ++alive_;
-      } catch (...) {
-        // With a thread alive the job still runs, only later; with none it never would.
-        if (alive_ == 0) {
-          jobs_.pop_back();
-          start_failure = std::current_exception();
-        } else {
-          spdlog::warn("worker_pool: cannot start a thread, job queued behind {} threads",
-                       alive_);
-        }
+    } else if (running_ < alive_) {
+      // A thread is spinning, waiting or between two jobs: it takes this one without a
+      // new thread. A spinning thread sees it without a futex wake.
+      wake = spinning_ == 0 && idle_ > 0;
+    } else if (!start_thread_locked()) {
+      // With a thread alive the job still runs, only later; with none it never would.
+      if (alive_ == 0) {
+        jobs_.pop_back();
+        start_failure = std::make_exception_ptr(std::runtime_error{"cannot start a thread"});
+      } else {
+        spdlog::warn("worker_pool: cannot start a thread, job queued behind {} threads", alive_);
       }
     }
   }
@@ -112,6 +110,45 @@ size_t worker_pool::queued() const {
   return jobs_.size();
 }
 
+bool worker_pool::start_thread_locked() {
+  if (alive_ >= max_threads_)
+    return false;
+  try {
+    threads_.emplace_back([this] { run(); });
+  } catch (...) {
+    return false;
+  }
+  ++alive_;
+  return true;
+}
+
+bool worker_pool::spin_for_work(std::unique_lock<std::mutex>& lock) {
+  // A short spin before sleeping on the condition variable: under load the next job
+  // usually arrives within microseconds, and taking it without a futex wake-up on
+  // both sides is what keeps the per-exec cost of the pool low.
+  ++spinning_;
+  lock.unlock();
+  auto deadline = std::chrono::steady_clock::now() + spin_;
+  bool found = false;
+  for (unsigned i = 1;; ++i) {
+    if (queued_.load(std::memory_order_acquire) > 0) {
+      found = true;
+      break;
+    }
+    if ((i & 63) == 0) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        break;
+      std::this_thread::yield();
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  lock.lock();
+  --spinning_;
+  return found || !jobs_.empty();
+}
+
 void worker_pool::run() {
   std::unique_lock lock{mtx_};
   for (;;) {
@@ -119,15 +156,24 @@ void worker_pool::run() {
       {
         auto job = std::move(jobs_.front());
         jobs_.pop_front();
+        queued_.store(jobs_.size(), std::memory_order_release);
+        ++running_;
+        // Jobs are left and every thread is now busy: this job may be slow, so the
+        // rest must not wait behind it.
+        if (!jobs_.empty() && running_ == alive_ && !stopping_)
+          start_thread_locked();
         lock.unlock();
         run_job(job);
         // `job` (and what it captured) is destroyed here, outside the lock.
       }
       lock.lock();
+      --running_;
       continue;
     }
     if (stopping_)
       break;
+    if (spin_.count() > 0 && spin_for_work(lock))
+      continue;
     ++idle_;
     auto woke = cv_.wait_for(lock, idle_exit_,
                              [this] { return !jobs_.empty() || stopping_; });

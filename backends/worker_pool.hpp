@@ -2,6 +2,7 @@
 // a submitted job never waits behind a slow one while the thread cap is not reached.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -16,8 +17,10 @@ namespace boxrt {
 class worker_pool {
  public:
   /// `max_threads` bounds the threads alive at once; idle threads exit after `idle_exit`.
+  /// `spin` is how long an idle thread polls for the next job before it sleeps.
   explicit worker_pool(size_t max_threads = 1024,
-                       std::chrono::milliseconds idle_exit = std::chrono::seconds{30});
+                       std::chrono::milliseconds idle_exit = std::chrono::seconds{30},
+                       std::chrono::microseconds spin = std::chrono::microseconds{50});
   /// Stops accepting new work, runs every queued job and joins all threads. Must not
   /// run on one of the pool's own threads.
   ~worker_pool();
@@ -40,6 +43,10 @@ class worker_pool {
 
  private:
   void run();
+  /// Starts one more thread unless the cap is reached; call with mtx_ held.
+  bool start_thread_locked();
+  /// Polls for a job for up to spin_ with mtx_ released; true when one is queued.
+  bool spin_for_work(std::unique_lock<std::mutex>& lock);
   /// Joins and clears `threads`; called without mtx_ held.
   static void join_all(std::vector<std::thread>& threads);
 
@@ -52,8 +59,15 @@ class worker_pool {
   size_t alive_ = 0;
   /// Threads waiting for work; a queued job beyond this count needs a new thread.
   size_t idle_ = 0;
+  /// Threads executing a job right now.
+  size_t running_ = 0;
+  /// Threads polling for a job before they sleep.
+  size_t spinning_ = 0;
+  /// jobs_.size(), readable without the mutex by spinning threads.
+  std::atomic<size_t> queued_{0};
   size_t max_threads_;
   std::chrono::milliseconds idle_exit_;
+  std::chrono::microseconds spin_;
   bool stopping_ = false;
 };
 

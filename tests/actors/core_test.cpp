@@ -261,6 +261,29 @@ BOOST_AUTO_TEST_CASE(records_with_safety_meaning_are_kept_and_new_workspaces_ref
                 "Stale Box placement generation");
 }
 
+BOOST_AUTO_TEST_CASE(idle_non_persistent_sessions_are_reaped_after_their_ttl) {
+  core_fixture::options o;
+  o.limits.session_ttl_sec = 1;
+  core_fixture f{o};
+  auto keep = exec_req("workspace-a", "keep", "echo x");
+  keep.spec.persistent = true;
+  BOOST_REQUIRE(f.call<exec_result>(exec_atom_v, keep).ok());
+  BOOST_REQUIRE(f.exec("workspace-a", "temp", "echo x").ok());
+  // The session's own timer fires after the TTL; the test waits on the backend's record.
+  BOOST_REQUIRE(f.backend->wait_stops(1, 30s));
+  auto started = f.backend->started_specs();
+  auto stopped = f.backend->stopped_ids();
+  BOOST_REQUIRE_EQUAL(stopped.size(), 1u);
+  auto list = f.call<std::vector<session_info>>(list_atom_v, ctx("workspace-a"));
+  BOOST_REQUIRE(list.ok());
+  BOOST_REQUIRE_EQUAL(list->size(), 1u);
+  BOOST_CHECK_EQUAL(list->front().session_id, "keep");
+  BOOST_CHECK(list->front().backend_session_id != stopped.front());
+  // The persistent session is still the warm one.
+  BOOST_REQUIRE(f.call<exec_result>(exec_atom_v, keep).ok());
+  BOOST_CHECK_EQUAL(f.backend->start_count(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(shutdown_stops_every_session) {
   core_fixture f;
   BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());

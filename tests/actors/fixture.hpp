@@ -19,9 +19,7 @@
 namespace boxrt::test {
 
 inline caf::actor_system_config& make_config(caf::actor_system_config& cfg) {
-  add_boxrt_types(cfg);
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("logger.verbosity", caf::atom("quiet"));
+  configure_actor_system(cfg, 2);
   return cfg;
 }
 
