@@ -71,6 +71,8 @@ using supervisor_actor = tenant_actor::extend<
 using directory_actor = tenant_actor::extend<
   // Readiness and backend info.
   caf::replies_to<health_atom>::with<health_info>,
+  // box_init: a new config (already merged, validated and path-resolved by the caller).
+  caf::replies_to<init_atom, box_config>::with<bool>,
   // A supervisor asks for a session slot of the global cap.
   caf::replies_to<slot_atom>::with<bool>,
   // A session slot is free again.

@@ -233,6 +233,9 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
     auto& st = self->state;
     st.args = std::move(a);
     st.settings.config = st.args.config;
+    if (st.settings.config.admission.required && st.settings.config.admission_error.empty())
+      if (auto err = validate_required_policy(st.settings.config.admission))
+        st.settings.config.admission_error = err.message;
     st.settings.trusted_instance = st.args.trusted_instance;
     st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
     st.settings.backend_available = false;
@@ -327,6 +330,27 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
         out.sessions = self->state.slots_in_use;
         out.workspaces = static_cast<int64_t>(self->state.supervisors.size());
         return out;
+      },
+      [self](init_atom, box_config& next) -> bool {
+        auto& st = self->state;
+        const auto& current = st.settings.config;
+        // Admission cannot be switched off at run time (protocol.md §4.9.1): keep the old
+        // policy and fail closed with the reference's error.
+        if ((current.admission.required || !current.admission_error.empty())
+            && !next.admission.required) {
+          next.admission = current.admission;
+          next.admission.required = true;
+          next.admission_error
+            = "Sandbox admission enforcement cannot be disabled without restarting the Box Runtime";
+        } else if (next.admission.required && next.admission_error.empty()) {
+          if (auto err = validate_required_policy(next.admission))
+            next.admission_error = err.message;
+        }
+        st.settings.config = std::move(next);
+        broadcast_settings(self);
+        // The readiness verdict is recomputed for the new config at once.
+        submit_probe(self);
+        return true;
       },
       [self](slot_atom) -> bool {
         auto& st = self->state;

@@ -236,5 +236,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, probed_atom, "probed")
   CAF_ADD_ATOM(boxrt, boxrt, health_atom, "health")
   CAF_ADD_ATOM(boxrt, boxrt, shutdown_atom, "shutdown")
+  CAF_ADD_ATOM(boxrt, boxrt, init_atom, "init")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)
