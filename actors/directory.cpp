@@ -254,8 +254,6 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
       if (dm.reason && dm.reason != caf::exit_reason::normal)
         spdlog::error("directory: supervisor of {} stopped: {}", ws, caf::to_string(dm.reason));
     });
-    // Supervisors are linked: they never outlive the directory. A supervisor that fails
-    // is reported through the down handler instead of taking the directory along.
     // Supervisors never outlive the directory. The functor runs after the state is
     // gone, so it holds its own reference to the set of children.
     self->attach_functor([kids = st.children](const caf::error&) {

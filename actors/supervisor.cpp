@@ -461,6 +461,29 @@ result<box_spec> prepare_spec(self_ptr self, const exec_request& req) {
                                           tenant_path(self), false);
 }
 
+/// The slow path of exec and create: advance the fence (waiting for retired sessions),
+/// admit, prepare the spec, then find or start the session and hand it to `use`.
+template <class Promise, class Use>
+void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
+  advance_then(self, req.ctx, [self, rp, req = std::move(req), use](box_error err) mutable {
+    if (err) {
+      rp.deliver(to_caf_error(err));
+      return;
+    }
+    auto spec = prepare_spec(self, req);
+    if (!spec) {
+      rp.deliver(to_caf_error(spec.error()));
+      return;
+    }
+    auto prepared = spec.value();
+    with_session(
+      self, req.ctx, spec.value(),
+      [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
+      [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
+    report_idle(self);
+  });
+}
+
 struct ready_session {
   session_actor actor;
   box_spec spec;
@@ -505,8 +528,6 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
         st.sessions.erase(j);
       report_idle(self);
     });
-    // Sessions are linked: they never outlive their supervisor. A session that fails is
-    // handled by the down handler instead of taking the supervisor along.
     // Sessions never outlive their supervisor (the functor runs after the state is gone).
     self->attach_functor([kids = st.children](const caf::error&) {
       for (auto& [addr, session] : *kids)
@@ -519,49 +540,21 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
         if (auto fast = fast_path(self, req))
           return self->delegate(fast->actor, exec_atom_v, std::move(fast->spec));
         auto rp = self->make_response_promise<exec_result>();
-        advance_then(self, req.ctx, [self, rp, req](box_error err) mutable {
-          if (err) {
-            rp.deliver(to_caf_error(err));
-            return;
-          }
-          auto spec = prepare_spec(self, req);
-          if (!spec) {
-            rp.deliver(to_caf_error(spec.error()));
-            return;
-          }
-          auto cmd_spec = spec.value();
-          with_session(
-            self, req.ctx, spec.value(),
-            [rp, cmd_spec](const session_actor& a, session_entry& e) mutable {
-              auto s = cmd_spec;
-              s.session_id = e.logical_id;
-              rp.delegate(a, exec_atom_v, std::move(s));
-            },
-            [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); });
-          report_idle(self);
-        });
+        open_session(self, std::move(req), rp,
+                     [rp](const session_actor& a, session_entry& e, box_spec spec) mutable {
+                       spec.session_id = e.logical_id;
+                       rp.delegate(a, exec_atom_v, std::move(spec));
+                     });
         return rp;
       },
       [self](create_atom, exec_request& req) -> caf::result<session_info> {
         if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error))
           return to_caf_error(err);
         auto rp = self->make_response_promise<session_info>();
-        advance_then(self, req.ctx, [self, rp, req](box_error err) mutable {
-          if (err) {
-            rp.deliver(to_caf_error(err));
-            return;
-          }
-          auto spec = prepare_spec(self, req);
-          if (!spec) {
-            rp.deliver(to_caf_error(spec.error()));
-            return;
-          }
-          with_session(
-            self, req.ctx, spec.value(),
-            [rp](const session_actor& a, session_entry&) mutable { rp.delegate(a, create_atom_v); },
-            [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); });
-          report_idle(self);
-        });
+        open_session(self, std::move(req), rp,
+                     [rp](const session_actor& a, session_entry&, box_spec) mutable {
+                       rp.delegate(a, create_atom_v);
+                     });
         return rp;
       },
       [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
