@@ -113,8 +113,14 @@ std::string py_repr(std::string_view s) {
   return out;
 }
 
+/// A lower bound as the reference words it: "must be greater than or equal to N"
+/// (value < N fails), "must be greater than N" (value <= N) or "must be at least N".
+enum class bound { ge, gt, at_least };
+
 /// Typed access to one JSON object. Absent and null both mean "keep the default";
 /// the `req_*` variants fail with "<name> is required" when the key is absent.
+/// The overloads that take a `bound` check it on the value after the read, whether
+/// or not the key was present (so a default is checked too).
 class reader {
  public:
   reader(const object& obj, ec code, std::string prefix = {})
@@ -156,11 +162,50 @@ class reader {
     return {};
   }
 
+  /// `str`, then `out` stripped (the default too when the key is absent).
+  maybe_error stripped(std::string_view key, std::string& out) const {
+    if (auto err = str(key, out))
+      return err;
+    out = std::string{strip(out)};
+    return {};
+  }
+
+  /// A list of strings: "<name> must be a list", "<name>[<i>] must be a string".
+  maybe_error strings(std::string_view key, std::vector<std::string>& out) const {
+    auto v = get(key);
+    if (!v)
+      return {};
+    array arr;
+    if (v->get_array().get(arr) != ok)
+      return fail(key, "must be a list");
+    return string_items(key, arr, out);
+  }
+
+  /// Appends the items of `arr`, each of which must be a string.
+  maybe_error string_items(std::string_view key, const array& arr,
+                           std::vector<std::string>& out) const {
+    size_t i = 0;
+    for (element item : arr) {
+      std::string_view s;
+      if (item.get_string().get(s) != ok)
+        return fail(name(key) + "[" + std::to_string(i) + "] must be a string");
+      out.emplace_back(s);
+      ++i;
+    }
+    return {};
+  }
+
   maybe_error integer(std::string_view key, int64_t& out) const {
     auto v = get(key);
     if (!v)
       return {};
     return as_int(key, *v, out);
+  }
+
+  maybe_error integer(std::string_view key, int64_t& out, bound b, int64_t limit) const {
+    if (auto err = integer(key, out))
+      return err;
+    return check(key, out, b, limit);
   }
 
   maybe_error as_int(std::string_view key, const element& v, int64_t& out) const {
@@ -176,6 +221,24 @@ class reader {
     if (!read_number(*v, out))
       return fail(key, "must be a number");
     return {};
+  }
+
+  maybe_error number(std::string_view key, double& out, bound b, int64_t limit) const {
+    if (auto err = number(key, out))
+      return err;
+    return check(key, out, b, limit);
+  }
+
+  /// "<name> must be greater than or equal to <limit>" and the like when `value` is
+  /// outside `b` (a NaN is outside every bound).
+  template <class T>
+  maybe_error check(std::string_view key, T value, bound b, int64_t limit) const {
+    if (b == bound::gt ? value > limit : value >= limit)
+      return {};
+    const char* words = b == bound::ge   ? "must be greater than or equal to "
+                        : b == bound::gt ? "must be greater than "
+                                         : "must be at least ";
+    return fail(key, words + std::to_string(limit));
   }
 
   maybe_error boolean(std::string_view key, bool& out) const {
@@ -210,11 +273,24 @@ class reader {
     return as_int(key, v, out);
   }
 
-  /// A string id that is stripped and must not be empty.
-  maybe_error req_id(std::string_view key, std::string& out) const {
+  maybe_error req_int(std::string_view key, int64_t& out, bound b, int64_t limit) const {
+    if (auto err = req_int(key, out))
+      return err;
+    return check(key, out, b, limit);
+  }
+
+  /// `req_str`, then `out` stripped.
+  maybe_error req_stripped(std::string_view key, std::string& out) const {
     if (auto err = req_str(key, out))
       return err;
     out = std::string{strip(out)};
+    return {};
+  }
+
+  /// A string id that is stripped and must not be empty.
+  maybe_error req_id(std::string_view key, std::string& out) const {
+    if (auto err = req_stripped(key, out))
+      return err;
     if (out.empty())
       return fail(key, "must not be empty");
     return {};
@@ -272,6 +348,14 @@ maybe_error read_env(const reader& r, std::string_view key,
     out[std::string{field.key}] = std::string{s};
   }
   return {};
+}
+
+/// instance_uuid then workspace_uuid: required, stripped and non-empty.
+template <class T>
+maybe_error read_tenant_ids(const reader& r, T& out) {
+  if (auto err = r.req_id("instance_uuid", out.instance_uuid))
+    return err;
+  return r.req_id("workspace_uuid", out.workspace_uuid);
 }
 
 /// posixpath.isabs or ntpath.isabs: "/x", "C:\x", "C:/x", "\\server\share".
@@ -360,14 +444,12 @@ maybe_error decode_mount(const element& e, size_t index, mount_spec& out) {
   if (e.get_object().get(o) != ok)
     return box_error{ec::validation, prefix + " must be an object"};
   reader r{o, ec::validation, prefix + "."};
-  if (auto err = r.req_str("host_path", out.host_path))
+  if (auto err = r.req_stripped("host_path", out.host_path))
     return err;
-  out.host_path = std::string{strip(out.host_path)};
   if (!is_absolute_host_path(out.host_path))
     return r.fail("host_path", "must be an absolute host path");
-  if (auto err = r.req_str("mount_path", out.mount_path))
+  if (auto err = r.req_stripped("mount_path", out.mount_path))
     return err;
-  out.mount_path = std::string{strip(out.mount_path)};
   if (!out.mount_path.starts_with('/'))
     return r.fail("mount_path", "must be an absolute path inside the sandbox");
   return r.enumeration("mode", out.mode, mount_values);
@@ -450,15 +532,8 @@ result<local_config> decode_local(const element& v) {
         start = comma + 1;
       }
     } else if (roots->get_array().get(arr) == ok) {
-      size_t i = 0;
-      for (element item : arr) {
-        std::string_view entry;
-        if (item.get_string().get(entry) != ok)
-          return box_error{ec::value, "box.local.allowed_mount_roots[" + std::to_string(i)
-                                        + "] must be a string"};
-        entries.emplace_back(entry);
-        ++i;
-      }
+      if (auto err = r.string_items("allowed_mount_roots", arr, entries))
+        return *err;
     } else {
       return r.fail("allowed_mount_roots", "must be a list or a comma-separated string");
     }
@@ -468,10 +543,8 @@ result<local_config> decode_local(const element& v) {
         local.allowed_mount_roots.emplace_back(trimmed);
     }
   }
-  if (auto err = r.integer("skills_quota_mb", local.skills_quota_mb))
+  if (auto err = r.integer("skills_quota_mb", local.skills_quota_mb, bound::ge, 0))
     return *err;
-  if (local.skills_quota_mb < 0)
-    return r.fail("skills_quota_mb", "must be greater than or equal to 0");
   return local;
 }
 
@@ -485,20 +558,8 @@ result<scripted_config> decode_scripted(const element& v) {
   reader r{o, ec::value, "box.scripted."};
   if (auto err = r.boolean("available", scripted.available))
     return *err;
-  if (auto keys = r.get("ready_keys")) {
-    array arr;
-    if (keys->get_array().get(arr) != ok)
-      return r.fail("ready_keys", "must be a list");
-    size_t i = 0;
-    for (element item : arr) {
-      std::string_view key;
-      if (item.get_string().get(key) != ok)
-        return box_error{ec::value,
-                         "box.scripted.ready_keys[" + std::to_string(i) + "] must be a string"};
-      scripted.ready_keys.emplace_back(key);
-      ++i;
-    }
-  }
+  if (auto err = r.strings("ready_keys", scripted.ready_keys))
+    return *err;
   return scripted;
 }
 
@@ -509,6 +570,15 @@ void string_or_null(json::writer& w, const std::string& s) {
     w.null();
   else
     w.value(s);
+}
+
+/// `key` and a map as an object, in the map's (bytewise sorted) order.
+template <class Map>
+void map_object(json::writer& w, std::string_view key, const Map& map) {
+  w.key(key).begin_object();
+  for (const auto& [k, v] : map)
+    w.key(k).value(v);
+  w.end_object();
 }
 
 } // namespace
@@ -525,9 +595,8 @@ result<box_spec> decode_box_spec(const element& data, bool require_cmd) {
     return box_error{ec::key, "'session_id'"};
   box_spec spec;
 
-  if (auto err = r.str("cmd", spec.cmd))
+  if (auto err = r.stripped("cmd", spec.cmd))
     return *err;
-  spec.cmd = std::string{strip(spec.cmd)};
 
   // workdir falls back to a non-blank mount_path when absent, null or "".
   auto raw_workdir = lookup(obj, "workdir");
@@ -549,24 +618,14 @@ result<box_spec> decode_box_spec(const element& data, bool require_cmd) {
   if (!spec.workdir.starts_with('/'))
     return r.fail("workdir must be an absolute path inside the sandbox");
 
-  if (auto err = r.integer("timeout_sec", spec.timeout_sec))
+  if (auto err = r.integer("timeout_sec", spec.timeout_sec, bound::gt, 0))
     return *err;
-  if (spec.timeout_sec <= 0)
-    return r.fail("timeout_sec must be greater than 0");
 
   if (auto err = r.enumeration("network", spec.network, network_values))
     return *err;
 
-  {
-    element v;
-    if (auto err = r.require("session_id", v))
-      return *err;
-    if (auto err = r.as_str("session_id", v, spec.session_id))
-      return *err;
-    spec.session_id = std::string{strip(spec.session_id)};
-    if (spec.session_id.empty())
-      return r.fail("session_id must not be empty");
-  }
+  if (auto err = r.req_id("session_id", spec.session_id))
+    return *err;
 
   if (auto err = read_env(r, "env", spec.env))
     return *err;
@@ -585,9 +644,8 @@ result<box_spec> decode_box_spec(const element& data, bool require_cmd) {
   if (auto err = r.enumeration("host_path_mode", spec.host_path_mode, mount_values))
     return *err;
 
-  if (auto err = r.str("mount_path", spec.mount_path))
+  if (auto err = r.stripped("mount_path", spec.mount_path))
     return *err;
-  spec.mount_path = std::string{strip(spec.mount_path)};
   if (!spec.mount_path.starts_with('/'))
     return r.fail("mount_path must be an absolute path inside the sandbox");
 
@@ -605,37 +663,28 @@ result<box_spec> decode_box_spec(const element& data, bool require_cmd) {
     }
   }
 
-  if (auto err = r.str("skill_name", spec.skill_name))
+  if (auto err = r.stripped("skill_name", spec.skill_name))
     return *err;
-  spec.skill_name = std::string{strip(spec.skill_name)};
   if (!spec.skill_name.empty() && !valid_skill_name(spec.skill_name))
     return r.fail("skill_name can only contain up to 64 letters, numbers, hyphens and underscores");
 
   if (auto err = r.boolean("persistent", spec.persistent))
     return *err;
 
-  if (auto err = r.number("cpus", spec.cpus))
+  if (auto err = r.number("cpus", spec.cpus, bound::gt, 0))
     return *err;
-  if (!(spec.cpus > 0))
-    return r.fail("cpus must be greater than 0");
 
-  if (auto err = r.integer("memory_mb", spec.memory_mb))
+  if (auto err = r.integer("memory_mb", spec.memory_mb, bound::at_least, 32))
     return *err;
-  if (spec.memory_mb < 32)
-    return r.fail("memory_mb must be at least 32");
 
-  if (auto err = r.integer("pids_limit", spec.pids_limit))
+  if (auto err = r.integer("pids_limit", spec.pids_limit, bound::at_least, 1))
     return *err;
-  if (spec.pids_limit < 1)
-    return r.fail("pids_limit must be at least 1");
 
   if (auto err = r.boolean("read_only_rootfs", spec.read_only_rootfs))
     return *err;
 
-  if (auto err = r.integer("workspace_quota_mb", spec.workspace_quota_mb))
+  if (auto err = r.integer("workspace_quota_mb", spec.workspace_quota_mb, bound::ge, 0))
     return *err;
-  if (spec.workspace_quota_mb < 0)
-    return r.fail("workspace_quota_mb must be greater than or equal to 0");
 
   if (!spec.host_path.empty() && spec.host_path_mode != mount_mode::none
       && spec.workdir != spec.mount_path && !spec.workdir.starts_with(spec.mount_path + "/"))
@@ -690,46 +739,28 @@ result<process_spec> decode_process_spec(const element& data) {
   reader r{obj, ec::validation};
   process_spec spec;
 
-  if (auto err = r.str("process_id", spec.process_id))
+  if (auto err = r.stripped("process_id", spec.process_id))
     return *err;
-  spec.process_id = std::string{strip(spec.process_id)};
   if (!valid_process_id(spec.process_id))
     return r.fail(
       "process_id can only contain up to 128 letters, numbers, dots, hyphens and underscores");
 
-  if (auto err = r.req_str("command", spec.command))
+  if (auto err = r.req_id("command", spec.command))
     return *err;
-  spec.command = std::string{strip(spec.command)};
-  if (spec.command.empty())
-    return r.fail("command must not be empty");
 
-  if (auto args = r.get("args")) {
-    array arr;
-    if (args->get_array().get(arr) != ok)
-      return r.fail("args must be a list");
-    size_t i = 0;
-    for (element item : arr) {
-      std::string_view s;
-      if (item.get_string().get(s) != ok)
-        return r.fail("args[" + std::to_string(i) + "] must be a string");
-      spec.args.emplace_back(s);
-      ++i;
-    }
-  }
+  if (auto err = r.strings("args", spec.args))
+    return *err;
 
   if (auto err = read_env(r, "env", spec.env))
     return *err;
 
-  if (auto err = r.str("cwd", spec.cwd))
+  if (auto err = r.stripped("cwd", spec.cwd))
     return *err;
-  spec.cwd = std::string{strip(spec.cwd)};
   if (!spec.cwd.starts_with('/'))
     return r.fail("cwd must be an absolute path inside the sandbox");
 
-  if (auto err = r.integer("memory_mb", spec.memory_mb))
+  if (auto err = r.integer("memory_mb", spec.memory_mb, bound::ge, 0))
     return *err;
-  if (spec.memory_mb < 0)
-    return r.fail("memory_mb must be greater than or equal to 0");
   return spec;
 }
 
@@ -740,24 +771,18 @@ result<action_context> decode_action_context(const element& ctx) {
   reader r{obj, ec::envelope};
   action_context out;
 
-  if (auto err = r.req_id("instance_uuid", out.instance_uuid))
-    return *err;
-  if (auto err = r.req_id("workspace_uuid", out.workspace_uuid))
+  if (auto err = read_tenant_ids(r, out))
     return *err;
 
   // InstallationBinding names the generation execution_generation (an alias).
   const bool has_placement = r.get("placement_generation").has_value();
   const bool has_execution = r.get("execution_generation").has_value();
-  if (auto err = r.integer("placement_generation", out.placement_generation))
+  if (auto err = r.integer("placement_generation", out.placement_generation, bound::ge, 1))
     return *err;
-  if (out.placement_generation < 1)
-    return r.fail("placement_generation must be greater than or equal to 1");
   if (has_execution) {
     int64_t execution = 0;
-    if (auto err = r.integer("execution_generation", execution))
+    if (auto err = r.integer("execution_generation", execution, bound::ge, 1))
       return *err;
-    if (execution < 1)
-      return r.fail("execution_generation must be greater than or equal to 1");
     if (has_placement && execution != out.placement_generation)
       return r.fail("execution_generation must equal placement_generation");
     out.placement_generation = execution;
@@ -773,10 +798,8 @@ result<action_context> decode_action_context(const element& ctx) {
 
   if (r.get("runtime_revision")) {
     int64_t revision = 0;
-    if (auto err = r.integer("runtime_revision", revision))
+    if (auto err = r.integer("runtime_revision", revision, bound::ge, 1))
       return *err;
-    if (revision < 1)
-      return r.fail("runtime_revision must be greater than or equal to 1");
   }
 
   if (r.get("artifact_digest")) {
@@ -792,10 +815,8 @@ result<action_context> decode_action_context(const element& ctx) {
   }
 
   if (r.get("entitlement_revision")) {
-    if (auto err = r.integer("entitlement_revision", out.entitlement_revision))
+    if (auto err = r.integer("entitlement_revision", out.entitlement_revision, bound::ge, 0))
       return *err;
-    if (out.entitlement_revision < 0)
-      return r.fail("entitlement_revision must be greater than or equal to 0");
   }
 
   if (auto err = r.forbid_extra({"instance_uuid", "workspace_uuid", "placement_generation",
@@ -811,18 +832,12 @@ result<admission_grant> decode_admission_grant(const element& data) {
     return box_error{ec::validation, "grant must be an object"};
   reader r{obj, ec::validation};
   admission_grant g;
-  if (auto err = r.req_id("instance_uuid", g.instance_uuid))
+  if (auto err = read_tenant_ids(r, g))
     return *err;
-  if (auto err = r.req_id("workspace_uuid", g.workspace_uuid))
+  if (auto err = r.req_int("execution_generation", g.execution_generation, bound::ge, 1))
     return *err;
-  if (auto err = r.req_int("execution_generation", g.execution_generation))
+  if (auto err = r.req_int("entitlement_revision", g.entitlement_revision, bound::ge, 1))
     return *err;
-  if (g.execution_generation < 1)
-    return r.fail("execution_generation must be greater than or equal to 1");
-  if (auto err = r.req_int("entitlement_revision", g.entitlement_revision))
-    return *err;
-  if (g.entitlement_revision < 1)
-    return r.fail("entitlement_revision must be greater than or equal to 1");
   {
     element v;
     if (auto err = r.require("expires_at", v))
@@ -830,14 +845,10 @@ result<admission_grant> decode_admission_grant(const element& data) {
     if (auto err = read_expiry(r, v, g.expires_at))
       return *err;
   }
-  if (auto err = r.req_int("max_sessions", g.max_sessions))
+  if (auto err = r.req_int("max_sessions", g.max_sessions, bound::ge, 0))
     return *err;
-  if (g.max_sessions < 0)
-    return r.fail("max_sessions must be greater than or equal to 0");
-  if (auto err = r.req_int("max_managed_processes", g.max_managed_processes))
+  if (auto err = r.req_int("max_managed_processes", g.max_managed_processes, bound::ge, 0))
     return *err;
-  if (g.max_managed_processes < 0)
-    return r.fail("max_managed_processes must be greater than or equal to 0");
   if (auto err = r.forbid_extra({"instance_uuid", "workspace_uuid", "execution_generation",
                                  "entitlement_revision", "expires_at", "max_sessions",
                                  "max_managed_processes"}))
@@ -851,14 +862,10 @@ result<admission_revocation> decode_admission_revocation(const element& data) {
     return box_error{ec::validation, "revocation must be an object"};
   reader r{obj, ec::validation};
   admission_revocation rev;
-  if (auto err = r.req_id("instance_uuid", rev.instance_uuid))
+  if (auto err = read_tenant_ids(r, rev))
     return *err;
-  if (auto err = r.req_id("workspace_uuid", rev.workspace_uuid))
+  if (auto err = r.req_int("entitlement_revision", rev.entitlement_revision, bound::ge, 1))
     return *err;
-  if (auto err = r.req_int("entitlement_revision", rev.entitlement_revision))
-    return *err;
-  if (rev.entitlement_revision < 1)
-    return r.fail("entitlement_revision must be greater than or equal to 1");
   if (auto err = r.forbid_extra({"instance_uuid", "workspace_uuid", "entitlement_revision"}))
     return *err;
   return rev;
@@ -881,10 +888,8 @@ result<entitlement_snapshot> decode_entitlement_snapshot(const element& data) {
       return r.fail(key, "must be between 1 and 256 characters");
   }
 
-  if (auto err = r.req_int("entitlement_revision", s.entitlement_revision))
+  if (auto err = r.req_int("entitlement_revision", s.entitlement_revision, bound::ge, 1))
     return *err;
-  if (s.entitlement_revision < 1)
-    return r.fail("entitlement_revision must be greater than or equal to 1");
 
   {
     element v;
@@ -903,15 +908,11 @@ result<entitlement_snapshot> decode_entitlement_snapshot(const element& data) {
       return r.fail("status must be one of: active, suspended, cancelled");
   }
 
-  if (auto err = r.req_int("not_before", s.not_before))
+  if (auto err = r.req_int("not_before", s.not_before, bound::ge, 0))
     return *err;
-  if (s.not_before < 0)
-    return r.fail("not_before must be greater than or equal to 0");
 
-  if (auto err = r.req_int("expires_at", s.expires_at))
+  if (auto err = r.req_int("expires_at", s.expires_at, bound::gt, 0))
     return *err;
-  if (s.expires_at <= 0)
-    return r.fail("expires_at must be greater than 0");
 
   if (auto v = r.get("features")) {
     object features;
@@ -992,47 +993,32 @@ result<admission_policy> decode_admission_policy(const element& data) {
   if (p.max_managed_processes != 0)
     return r.fail("max_managed_processes must be 0");
 
-  if (auto err = r.integer("max_grant_ttl_sec", p.max_grant_ttl_sec))
+  if (auto err = r.integer("max_grant_ttl_sec", p.max_grant_ttl_sec, bound::gt, 0))
     return *err;
-  if (p.max_grant_ttl_sec <= 0)
-    return r.fail("max_grant_ttl_sec must be greater than 0");
 
-  if (auto err = r.integer("max_timeout_sec", p.max_timeout_sec))
+  if (auto err = r.integer("max_timeout_sec", p.max_timeout_sec, bound::gt, 0))
     return *err;
-  if (p.max_timeout_sec <= 0)
-    return r.fail("max_timeout_sec must be greater than 0");
 
-  if (auto err = r.number("cpus", p.cpus))
+  if (auto err = r.number("cpus", p.cpus, bound::gt, 0))
     return *err;
-  if (!(p.cpus > 0))
-    return r.fail("cpus must be greater than 0");
 
-  if (auto err = r.integer("memory_mb", p.memory_mb))
+  if (auto err = r.integer("memory_mb", p.memory_mb, bound::at_least, 32))
     return *err;
-  if (p.memory_mb < 32)
-    return r.fail("memory_mb must be at least 32");
 
-  if (auto err = r.integer("pids_limit", p.pids_limit))
+  if (auto err = r.integer("pids_limit", p.pids_limit, bound::gt, 0))
     return *err;
-  if (p.pids_limit <= 0)
-    return r.fail("pids_limit must be greater than 0");
 
   if (auto err = r.boolean("read_only_rootfs", p.read_only_rootfs))
     return *err;
 
-  if (auto err = r.integer("workspace_quota_mb", p.workspace_quota_mb))
+  if (auto err = r.integer("workspace_quota_mb", p.workspace_quota_mb, bound::ge, 0))
     return *err;
-  if (p.workspace_quota_mb < 0)
-    return r.fail("workspace_quota_mb must be greater than or equal to 0");
 
-  if (auto err = r.integer("readiness_cache_sec", p.readiness_cache_sec))
+  if (auto err = r.integer("readiness_cache_sec", p.readiness_cache_sec, bound::ge, 0))
     return *err;
-  if (p.readiness_cache_sec < 0)
-    return r.fail("readiness_cache_sec must be greater than or equal to 0");
 
-  if (auto err = r.str("entitlements_file", p.entitlements_file))
+  if (auto err = r.stripped("entitlements_file", p.entitlements_file))
     return *err;
-  p.entitlements_file = std::string{strip(p.entitlements_file)};
 
   if (auto err = r.forbid_extra({"required", "logical_session_id", "required_backend",
                                  "max_sessions", "max_managed_processes", "max_grant_ttl_sec",
@@ -1235,10 +1221,7 @@ void encode(json::writer& w, const box_spec& x) {
   w.key("timeout_sec").value(x.timeout_sec);
   w.key("network").value(to_string(x.network));
   w.key("session_id").value(x.session_id);
-  w.key("env").begin_object();
-  for (const auto& [k, v] : x.env)
-    w.key(k).value(v);
-  w.end_object();
+  map_object(w, "env", x.env);
   w.key("image").value(x.image);
   w.key("host_path");
   string_or_null(w, x.host_path);
@@ -1272,14 +1255,8 @@ void encode(json::writer& w, const entitlement_snapshot& x) {
   w.key("status").value(to_string(x.status));
   w.key("not_before").value(x.not_before);
   w.key("expires_at").value(x.expires_at);
-  w.key("features").begin_object();
-  for (const auto& [k, v] : x.features)
-    w.key(k).value(v);
-  w.end_object();
-  w.key("limits").begin_object();
-  for (const auto& [k, v] : x.limits)
-    w.key(k).value(v);
-  w.end_object();
+  map_object(w, "features", x.features);
+  map_object(w, "limits", x.limits);
   w.key("plan_name");
   string_or_null(w, x.plan_name);
   w.end_object();
@@ -1292,15 +1269,9 @@ std::string canonical_json(const entitlement_snapshot& x) {
   w.begin_object();
   w.key("entitlement_revision").value(x.entitlement_revision);
   w.key("expires_at").value(x.expires_at);
-  w.key("features").begin_object();
-  for (const auto& [k, v] : x.features)
-    w.key(k).value(v);
-  w.end_object();
+  map_object(w, "features", x.features);
   w.key("instance_uuid").value(x.instance_uuid);
-  w.key("limits").begin_object();
-  for (const auto& [k, v] : x.limits)
-    w.key(k).value(v);
-  w.end_object();
+  map_object(w, "limits", x.limits);
   w.key("not_before").value(x.not_before);
   if (!x.plan_name.empty())
     w.key("plan_name").value(x.plan_name);

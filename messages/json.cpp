@@ -55,6 +55,20 @@ size_t utf8_sequence(const unsigned char* p, size_t n, size_t& bad) noexcept {
   return need + 1;
 }
 
+/// Appends the UTF-8 sequence that starts `text` (non-empty), or one U+FFFD for its
+/// ill-formed part, and returns how many bytes of `text` that used.
+size_t append_sequence(std::string& out, std::string_view text) {
+  size_t bad = 0;
+  const size_t len =
+    utf8_sequence(reinterpret_cast<const unsigned char*>(text.data()), text.size(), bad);
+  if (len == 0) {
+    out += replacement;
+    return bad;
+  }
+  out.append(text.data(), len);
+  return len;
+}
+
 bool is_ascii_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
@@ -117,27 +131,25 @@ void append_double(std::string& out, double v) {
   out += ebuf;
 }
 
+/// Decimal digits of an integer (at most 20 and a sign).
+template <class Int>
+void append_integer(std::string& out, Int v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, res.ptr);
+}
+
 } // namespace
 
 void append_quoted(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   out.reserve(out.size() + text.size() + 2);
   out += '"';
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
   size_t i = 0;
-  while (i < n) {
-    const unsigned char c = p[i];
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      size_t bad = 0;
-      size_t len = utf8_sequence(p + i, n - i, bad);
-      if (len == 0) {
-        out += replacement;
-        i += bad;
-      } else {
-        out.append(text.data() + i, len);
-        i += len;
-      }
+      i += append_sequence(out, text.substr(i));
       continue;
     }
     switch (c) {
@@ -171,20 +183,8 @@ std::string quote(std::string_view text) {
 std::string sanitize_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    size_t bad = 0;
-    size_t len = utf8_sequence(p + i, n - i, bad);
-    if (len == 0) {
-      out += replacement;
-      i += bad;
-    } else {
-      out.append(text.data() + i, len);
-      i += len;
-    }
-  }
+  for (size_t i = 0; i < text.size();)
+    i += append_sequence(out, text.substr(i));
   return out;
 }
 
@@ -250,17 +250,13 @@ writer& writer::value(std::string_view v) {
 
 writer& writer::value(int64_t v) {
   before_value();
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out_.append(buf, res.ptr);
+  append_integer(out_, v);
   return *this;
 }
 
 writer& writer::value(uint64_t v) {
   before_value();
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out_.append(buf, res.ptr);
+  append_integer(out_, v);
   return *this;
 }
 

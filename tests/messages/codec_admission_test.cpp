@@ -9,13 +9,13 @@ namespace {
 
 constexpr int64_t jan2_2026 = 1767323045000000; // 2026-01-02T03:04:05Z
 
-std::string grant_with(std::string_view replace_key, std::string_view replace_value,
-                       std::string_view extra = "") {
-  const std::pair<std::string_view, std::string_view> fields[] = {
-    {"instance_uuid", R"("inst")"},     {"workspace_uuid", R"("ws")"},
-    {"execution_generation", "2"},      {"entitlement_revision", "3"},
-    {"expires_at", R"("2026-01-02T03:04:05Z")"},
-    {"max_sessions", "1"},              {"max_managed_processes", "0"}};
+using field = std::pair<std::string_view, std::string_view>;
+
+/// A JSON object of `fields` (raw JSON values) in order, with `replace_key`'s value
+/// replaced by `replace_value`, or left out when that is empty, and `extra` appended.
+template <size_t N>
+std::string object_with(const field (&fields)[N], std::string_view replace_key,
+                        std::string_view replace_value, std::string_view extra) {
   std::string out = "{";
   for (const auto& [key, value] : fields) {
     if (key == replace_key && replace_value.empty())
@@ -29,25 +29,25 @@ std::string grant_with(std::string_view replace_key, std::string_view replace_va
   return out + "}";
 }
 
+std::string grant_with(std::string_view replace_key, std::string_view replace_value,
+                       std::string_view extra = "") {
+  const field fields[] = {
+    {"instance_uuid", R"("inst")"},     {"workspace_uuid", R"("ws")"},
+    {"execution_generation", "2"},      {"entitlement_revision", "3"},
+    {"expires_at", R"("2026-01-02T03:04:05Z")"},
+    {"max_sessions", "1"},              {"max_managed_processes", "0"}};
+  return object_with(fields, replace_key, replace_value, extra);
+}
+
 std::string snapshot_with(std::string_view replace_key, std::string_view replace_value,
                           std::string_view extra = "") {
-  const std::pair<std::string_view, std::string_view> fields[] = {
+  const field fields[] = {
     {"instance_uuid", R"("inst")"},  {"workspace_uuid", R"("ws")"},
     {"entitlement_revision", "4"},   {"status", R"("active")"},
     {"not_before", "100"},           {"expires_at", "2000000000"},
     {"features", R"({"managed_sandbox":true})"},
     {"limits", R"({"managed_sandbox_sessions":1})"}};
-  std::string out = "{";
-  for (const auto& [key, value] : fields) {
-    if (key == replace_key && replace_value.empty())
-      continue;
-    if (out.size() > 1)
-      out += ",";
-    out += "\"" + std::string{key} + "\":";
-    out += key == replace_key ? std::string{replace_value} : std::string{value};
-  }
-  out += extra;
-  return out + "}";
+  return object_with(fields, replace_key, replace_value, extra);
 }
 
 void check_grant_error(std::string_view key, std::string_view value, std::string_view message) {
