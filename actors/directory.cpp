@@ -38,6 +38,8 @@ struct directory_state {
   /// Requests parked until the first readiness probe.
   std::vector<std::pair<std::string, parked>> before_probe;
   int64_t slots_in_use = 0;
+  /// Health requests that arrived before the first readiness probe finished.
+  std::vector<caf::typed_response_promise<health_info>> health_waiters;
   /// Every live supervisor, shared with the exit functor.
   std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
     = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
@@ -183,6 +185,14 @@ box_error capacity_error() {
                    "Box generation fence capacity reached; refusing an unbounded Workspace allocation"};
 }
 
+health_info make_health(self_ptr self) {
+  health_info out;
+  out.settings = self->state.settings;
+  out.sessions = self->state.slots_in_use;
+  out.workspaces = static_cast<int64_t>(self->state.supervisors.size());
+  return out;
+}
+
 /// Routes a parked request to the workspace's supervisor, spawning it on first use.
 void route(self_ptr self, const std::string& ws, parked p) {
   auto& st = self->state;
@@ -240,6 +250,7 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
     st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
     st.settings.backend_available = false;
     st.settings.backend_reason = st.args.backend_reason;
+    st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
     self->set_down_handler([self](const caf::down_msg& dm) {
       auto& st = self->state;
       st.children->erase(dm.source);
@@ -322,12 +333,14 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
         auto ws = key_of(rev.instance_uuid, rev.workspace_uuid);
         return forward<revocation_receipt>(self, ws, revoke_atom_v, std::move(rev));
       },
-      [self](health_atom) -> health_info {
-        health_info out;
-        out.settings = self->state.settings;
-        out.sessions = self->state.slots_in_use;
-        out.workspaces = static_cast<int64_t>(self->state.supervisors.size());
-        return out;
+      [self](health_atom) -> caf::result<health_info> {
+        // Before the first probe nothing is known: answer once it is.
+        if (!self->state.settings.probed) {
+          auto rp = self->make_response_promise<health_info>();
+          self->state.health_waiters.push_back(rp);
+          return rp;
+        }
+        return make_health(self);
       },
       [self](init_atom, box_config& next) -> bool {
         auto& st = self->state;
@@ -386,6 +399,9 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
             || before.checks != r.checks)
           broadcast_settings(self);
         if (first) {
+          for (auto& rp : st.health_waiters)
+            rp.deliver(make_health(self));
+          st.health_waiters.clear();
           auto parked_requests = std::move(st.before_probe);
           st.before_probe.clear();
           for (auto& [ws, p] : parked_requests)

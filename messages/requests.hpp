@@ -56,6 +56,8 @@ struct instance_settings {
   std::string readiness_error;
   /// False until the first background probe finished.
   bool probed = false;
+  /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS forced the storage checks true.
+  bool unsafe_soft_storage = false;
 };
 
 /// Reply of box_health / box_get_backend_info / readiness.

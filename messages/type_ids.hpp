@@ -176,7 +176,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, instance_settings& x) {
   return f(caf::meta::type_name("instance_settings"), x.config, x.trusted_instance,
            x.backend_name, x.backend_available, x.backend_reason, x.backend_report, x.ready,
-           x.admission_mode, x.checks, x.readiness_error, x.probed);
+           x.admission_mode, x.checks, x.readiness_error, x.probed, x.unsafe_soft_storage);
 }
 
 template <class Inspector>
@@ -237,5 +237,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, health_atom, "health")
   CAF_ADD_ATOM(boxrt, boxrt, shutdown_atom, "shutdown")
   CAF_ADD_ATOM(boxrt, boxrt, init_atom, "init")
+  // net/: one inbound WebSocket TEXT message for a connection actor.
+  CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

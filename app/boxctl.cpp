@@ -1,0 +1,181 @@
+// boxctl: command-line client of boxd. Prints results; on an error reply it prints the
+// server's message and exits non-zero.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "messages/json.hpp"
+#include "net/client.hpp"
+
+using namespace boxrt;
+
+namespace {
+
+const char* usage =
+  "usage: boxctl [--url ws://HOST:PORT] [--token TOKEN] [--instance ID]\n"
+  "              [--workspace ID] [--generation N] <command>\n"
+  "commands:\n"
+  "  health                      backend health (box_health)\n"
+  "  status                      this workspace's status (box_status)\n"
+  "  exec [--session ID] -- CMD  run CMD; prints stdout/stderr, exits with its code\n"
+  "  sessions                    list this workspace's sessions\n"
+  "  delete SESSION              delete a session\n"
+  "  entitlement put FILE.json   push an entitlement snapshot\n"
+  "  grant put FILE.json         push a sandbox admission grant\n"
+  "  revoke FILE.json            push a sandbox admission revocation\n"
+  "environment: BOXCTL_URL, LANGBOT_BOX_CONTROL_TOKEN\n";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    throw std::runtime_error("cannot read " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (auto& p : parts) {
+    if (!out.empty())
+      out += ' ';
+    out += p;
+  }
+  return out;
+}
+
+int fail(const std::string& text) {
+  std::cerr << text << "\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args{argv + 1, argv + argc};
+  net::client_options opts;
+  if (auto url = std::getenv("BOXCTL_URL"))
+    opts.url = url;
+  if (auto token = std::getenv("LANGBOT_BOX_CONTROL_TOKEN"))
+    opts.token = token;
+  std::string workspace = "default";
+  int64_t generation = 1;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    auto& a = args[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= args.size())
+        throw std::runtime_error(a + " needs a value");
+      return args[++i];
+    };
+    try {
+      if (a == "--url")
+        opts.url = next();
+      else if (a == "--token")
+        opts.token = next();
+      else if (a == "--instance")
+        opts.instance = next();
+      else if (a == "--workspace")
+        workspace = next();
+      else if (a == "--generation")
+        generation = std::stoll(next());
+      else if (a == "-h" || a == "--help") {
+        std::cout << usage;
+        return 0;
+      } else
+        break;
+    } catch (const std::exception& e) {
+      return fail(std::string{"boxctl: "} + e.what() + "\n" + usage);
+    }
+  }
+  if (i >= args.size())
+    return fail(std::string{"boxctl: no command\n"} + usage);
+  auto command = args[i++];
+  std::vector<std::string> rest{args.begin() + static_cast<long>(i), args.end()};
+  std::string context = "{\"instance_uuid\":" + json::quote(opts.instance) + ",\"workspace_uuid\":"
+                        + json::quote(workspace) + ",\"placement_generation\":"
+                        + std::to_string(generation) + "}";
+  try {
+    net::rpc_client client;
+    client.connect(opts);
+    auto show = [&](const net::rpc_response& r) {
+      if (r.code != 0)
+        return fail(r.message);
+      std::cout << r.data_json << "\n";
+      return 0;
+    };
+    if (command == "health")
+      return show(client.call("box_health", "{}"));
+    if (command == "status")
+      return show(client.call("box_status", "{}", context));
+    if (command == "sessions")
+      return show(client.call("box_get_sessions", "{}", context));
+    if (command == "delete") {
+      if (rest.size() != 1)
+        return fail("boxctl: delete SESSION");
+      return show(client.call("box_delete_session", "{\"session_id\":" + json::quote(rest[0]) + "}",
+                              context));
+    }
+    if (command == "entitlement" || command == "grant") {
+      if (rest.size() != 2 || rest[0] != "put")
+        return fail("boxctl: " + command + " put FILE.json");
+      auto action = command == "grant" ? "box_upsert_sandbox_admission_grant"
+                                       : "box_put_workspace_entitlement";
+      return show(client.call(action, read_file(rest[1])));
+    }
+    if (command == "revoke") {
+      if (rest.size() != 1)
+        return fail("boxctl: revoke FILE.json");
+      return show(client.call("box_revoke_sandbox_admission_grant", read_file(rest[0])));
+    }
+    if (command == "exec") {
+      std::string session = "boxctl";
+      size_t j = 0;
+      for (; j < rest.size(); ++j) {
+        if (rest[j] == "--session" && j + 1 < rest.size())
+          session = rest[++j];
+        else if (rest[j] == "--") {
+          ++j;
+          break;
+        } else
+          break;
+      }
+      std::vector<std::string> cmd{rest.begin() + static_cast<long>(j), rest.end()};
+      if (cmd.empty())
+        return fail("boxctl: exec [--session ID] -- CMD...");
+      auto r = client.call("box_exec",
+                           "{\"session_id\":" + json::quote(session) + ",\"cmd\":" + json::quote(join(cmd))
+                             + "}",
+                           context);
+      if (r.code != 0)
+        return fail(r.message);
+      simdjson::dom::parser parser;
+      simdjson::dom::element data;
+      if (parser.parse(r.data_json).get(data) != simdjson::SUCCESS)
+        return fail("boxctl: unreadable reply");
+      std::string_view out, err, status;
+      // Absent fields stay empty.
+      if (data["stdout"].get_string().get(out)) {}
+      if (data["stderr"].get_string().get(err)) {}
+      if (data["status"].get_string().get(status)) {}
+      if (!out.empty())
+        std::cout << out << "\n";
+      if (!err.empty())
+        std::cerr << err << "\n";
+      if (status == "timed_out")
+        return 124;
+      int64_t code = 0;
+      if (data["exit_code"].get_int64().get(code)) {}
+      return static_cast<int>(code & 0xff);
+    }
+    return fail("boxctl: unknown command " + command + "\n" + usage);
+  } catch (const std::exception& e) {
+    return fail(std::string{"boxctl: "} + e.what());
+  }
+}

@@ -1,0 +1,141 @@
+// boxd: the sandbox session runtime server. Thin: build the config, select the
+// backend, start the actor system and the WebSocket server, wait for SIGINT/SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <pthread.h>
+
+#include <caf/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/caf_support.hpp"
+#include "actors/directory.hpp"
+#include "app/boxd_config.hpp"
+#include "backends/mount_policy.hpp"
+#include "backends/registry.hpp"
+#include "net/server.hpp"
+
+using namespace boxrt;
+
+namespace {
+
+std::string getenv_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string{v} : std::string{};
+}
+
+/// Creates the default workspace when it lies under an allowed root (protocol.md
+/// §4.10.2 step 8); returns a warning when it cannot.
+std::string ensure_default_workspace(const local_config& local) {
+  namespace fs = std::filesystem;
+  if (local.default_workspace.empty())
+    return {};
+  std::error_code err;
+  if (fs::exists(local.default_workspace, err))
+    return fs::is_directory(local.default_workspace, err)
+             ? std::string{}
+             : "box.local.default_workspace must point to a directory on the Box runtime host";
+  bool inside = false;
+  for (auto& root : local.allowed_mount_roots)
+    inside = inside || local.default_workspace == root
+             || local.default_workspace.rfind(root + "/", 0) == 0;
+  if (!inside)
+    return "box.local.default_workspace is outside allowed_mount_roots";
+  fs::create_directories(local.default_workspace, err);
+  return err ? "cannot create " + local.default_workspace + ": " + err.message() : std::string{};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("boxd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+
+  std::vector<std::string> args{argv + 1, argv + argc};
+  auto loaded = load_boxd_config(args, +[](const char* n) { return getenv_or_empty(n); });
+  if (!loaded) {
+    spdlog::critical("boxd: {}", loaded.error().message);
+    return 2;
+  }
+  auto cfg = std::move(loaded.value());
+  for (auto& w : cfg.warnings)
+    spdlog::warn("{}", w);
+  cfg.box.local = resolve_local(cfg.box.local);
+  if (auto why = ensure_default_workspace(cfg.box.local); !why.empty())
+    spdlog::warn("{}", why);
+
+  auto choice = select_backend(cfg.box);
+  if (!choice.backend) {
+    spdlog::warn("==================================================================");
+    spdlog::warn("No sandbox backend is available: {}", choice.reason);
+    spdlog::warn("boxd serves, reports available=false and refuses execs with "
+                 "BoxBackendUnavailableError. Install bubblewrap (apt-get install "
+                 "bubblewrap) and run as root, or set box.backend to \"process\" to run "
+                 "commands without isolation (development only).");
+    spdlog::warn("==================================================================");
+  } else if (!choice.backend->isolating()) {
+    spdlog::warn("backend \"{}\" does not isolate commands: use it for development and tests only",
+                 choice.backend->name());
+  }
+
+  // Signals go to the waiting thread below, never to the I/O or actor threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  caf::actor_system_config sys_cfg;
+  configure_actor_system(sys_cfg, 2);
+  caf::actor_system sys{sys_cfg};
+  auto pool = std::make_shared<worker_pool>();
+  if (choice.backend)
+    choice.backend->cleanup_orphans();
+
+  directory_args dargs;
+  dargs.config = cfg.box;
+  dargs.trusted_instance = cfg.server.trusted_instance;
+  dargs.backend = choice.backend;
+  dargs.backend_name = choice.name;
+  dargs.backend_reason = choice.reason;
+  dargs.pool = pool;
+  dargs.unsafe_soft_storage = cfg.unsafe_soft_storage;
+  auto directory = spawn_directory(sys, std::move(dargs));
+
+  int exit_code = 0;
+  {
+    net::server server{sys, directory, pool, cfg.server};
+    uint16_t port = 0;
+    try {
+      port = server.start();
+    } catch (const std::exception& e) {
+      spdlog::critical("boxd: {}", e.what());
+      caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+      return 1;
+    }
+    auto host = cfg.server.host.find(':') != std::string::npos ? "[" + cfg.server.host + "]"
+                                                               : cfg.server.host;
+    std::cout << "boxd listening on ws://" << host << ":" << port << std::endl;
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("boxd: signal {} received, shutting down", sig);
+    // Sessions first: their in-flight requests are answered ("Box runtime is shutting
+    // down") while the sockets are still open; then the sockets close with 1001.
+    {
+      caf::scoped_actor self{sys};
+      self->request(directory, std::chrono::seconds{60}, shutdown_atom_v)
+        .receive([](int64_t n) { spdlog::info("boxd: stopped {} session(s)", n); },
+                 [&](caf::error& err) {
+                   spdlog::error("boxd: shutdown incomplete: {}", caf::to_string(err));
+                   exit_code = 1;
+                 });
+    }
+    server.stop();
+  }
+  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+  return exit_code;
+}

@@ -1,0 +1,33 @@
+// boxd's start-up configuration: the embedded default, `--config FILE`
+// ({"server": {...}, "box": {...}}), the environment variables of protocol.md §1.1 and
+// `--listen`. Plain C++; no CAF, no Beast.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "messages/error.hpp"
+#include "messages/models.hpp"
+#include "net/server_options.hpp"
+
+namespace boxrt {
+
+struct boxd_config {
+  net::server_options server;
+  box_config box;
+  /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
+  bool unsafe_soft_storage = false;
+  /// Warnings to log once logging is up (never secrets).
+  std::vector<std::string> warnings;
+};
+
+/// The embedded default: standard mode, backend auto, 127.0.0.1:5410, data under
+/// ./data/box.
+boxd_config default_boxd_config();
+
+/// Builds the configuration from the command line and the environment. `env` looks up a
+/// variable ("" when unset). Errors name the offending key or flag.
+result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
+                                     std::string (*env)(const char*));
+
+} // namespace boxrt

@@ -1,0 +1,61 @@
+// The connection actor of one /rpc/ws socket: turns text frames into requests (the
+// envelope rules of protocol.md §1.6), caps in-flight actions, calls the dispatcher and
+// renders replies. Internal to net/; the socket side talks to it through `outbound`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "net/dispatch.hpp"
+
+namespace boxrt::net {
+
+/// The socket side of a connection, as the actor sees it. Both calls are thread-safe
+/// and never block: they post onto the socket's strand.
+class outbound {
+ public:
+  virtual ~outbound() = default;
+
+  /// Queues one TEXT message.
+  virtual void send(std::string text) = 0;
+
+  /// Closes the socket with `code` and `reason` after every message queued before.
+  virtual void close(uint16_t code, std::string reason) = 0;
+
+  /// The actor is done with one inbound message of `bytes` bytes. The socket stops
+  /// reading while too much it read is still waiting in the actor's mailbox, so a fast
+  /// sender cannot grow that mailbox without bound.
+  virtual void consumed(size_t bytes) = 0;
+};
+
+struct connection_args {
+  directory_actor directory;
+  std::shared_ptr<worker_pool> pool;
+  std::shared_ptr<shared_state> shared;
+  /// The socket; it drops what arrives after the socket (or the server) is gone.
+  std::shared_ptr<outbound> out;
+  size_t max_message_bytes = 16777216;
+  size_t max_inflight = 128;
+  /// "" = no transfer directory for this connection.
+  std::string transfer_dir;
+  /// For log lines only ("127.0.0.1:53412").
+  std::string peer;
+};
+
+/// Spawns the actor of one connection. Messages it takes:
+/// - `(frame_atom, std::string)`: one inbound TEXT message;
+/// - `(shutdown_atom)`: the server stops: in-flight requests are answered with
+///   `BoxRuntimeUnavailableError: Box runtime shutting down`, the socket is closed with
+///   1001 and the actor quits.
+/// An exit message (the socket closed) makes it quit; replies still pending are then
+/// dropped. On exit its transfer directory is removed on the worker pool.
+caf::actor spawn_connection(caf::actor_system& sys, connection_args args);
+
+/// The close reason of server shutdown (protocol.md §4.10.4).
+inline constexpr const char* shutdown_reason = "Box runtime shutting down";
+
+} // namespace boxrt::net

@@ -1,0 +1,1013 @@
+// The listener and the two kinds of socket session (HTTP, WebSocket), in the style of
+// the Beast examples: a strand per session, one `fail(ec, what)` path, one write queue
+// per stream. Requests go to a connection actor (net/connection.*).
+#include "net/server.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <shared_mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <utility>  // before Boost 1.74 asio: awaitable.hpp needs std::exchange
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
+
+#include "messages/json.hpp"
+#include "net/connection.hpp"
+
+namespace boxrt::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr const char* token_header = "X-LangBot-Box-Control-Token";
+constexpr const char* instance_header = "X-LangBot-Instance-Id";
+
+/// How long /healthz and /readyz wait for the directory.
+constexpr auto health_timeout = std::chrono::seconds{5};
+/// Time limit of an HTTP request read and of the WebSocket closing handshake.
+constexpr auto http_read_timeout = std::chrono::seconds{30};
+constexpr auto close_timeout = std::chrono::seconds{5};
+/// stop(): how long sockets get for a clean close before they are cut, and how long
+/// the cut sockets get before the I/O threads are stopped regardless.
+constexpr auto stop_grace = std::chrono::seconds{5};
+constexpr auto stop_force = std::chrono::seconds{2};
+/// A read buffer that grew past this is given back after the message.
+constexpr size_t buffer_keep_bytes = size_t{1} << 20;
+/// simdjson parses in place when a string has this much spare capacity.
+constexpr size_t parse_padding = 64;
+
+/// Equal-length secrets compared without an early exit.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$` (protocol.md §1.3).
+bool valid_instance_id(std::string_view id) {
+  auto alnum = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+  };
+  if (id.empty() || id.size() > 128 || !alnum(id.front()))
+    return false;
+  for (char c : id)
+    if (!alnum(c) && c != '.' && c != '_' && c != ':' && c != '-')
+      return false;
+  return true;
+}
+
+/// Decodes UTF-8 code points; an invalid byte counts as one code point of its own.
+template <class F>
+void for_each_code_point(std::string_view s, F&& f) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    if (i + len > s.size())
+      len = 1;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    f(cp);
+    i += len;
+  }
+}
+
+/// Python's str.isspace() for one code point.
+bool python_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0
+         || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029
+         || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+bool loopback_host(std::string host) {
+  std::string lower;
+  for (char c : host)
+    lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "localhost")
+    return true;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec)
+    return false;
+  if (addr.is_v4())
+    return (addr.to_v4().to_uint() >> 24) == 127;
+  auto v6 = addr.to_v6();
+  if (v6.is_v4_mapped())
+    return (asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_uint() >> 24) == 127;
+  return v6.is_loopback();
+}
+
+/// One path for every socket error: the expected ends of a connection are quiet.
+void fail(beast::error_code ec, const char* what, const std::string& peer) {
+  if (ec == asio::error::operation_aborted || ec == websocket::error::closed
+      || ec == http::error::end_of_stream || ec == asio::error::eof)
+    return;
+  spdlog::debug("net: {}: {}: {}", peer, what, ec.message());
+}
+
+std::string peer_of(const tcp::socket& socket) {
+  boost::system::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  if (ec)
+    return "unknown peer";
+  if (ep.address().is_v6())
+    return fmt::format("[{}]:{}", ep.address().to_string(), ep.port());
+  return fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+std::string_view sv(beast::string_view v) {
+  return {v.data(), v.size()};
+}
+
+std::string_view path_of(beast::string_view target) {
+  auto t = sv(target);
+  return t.substr(0, t.find('?'));
+}
+
+} // namespace
+
+// -- shared server state -----------------------------------------------------------------
+
+/// Guards posting onto the io_context from outside it (actor threads): once closed,
+/// nothing posts any more and no session is kept alive from outside the io_context.
+struct io_gate {
+  std::shared_mutex mtx;
+  bool open = true;
+};
+
+/// The process-wide trusted-instance slot (protocol.md §1.3 step 3).
+struct pin_slot {
+  mutable std::mutex mtx;
+  std::string value;
+
+  std::string get() const {
+    std::lock_guard guard{mtx};
+    return value;
+  }
+
+  /// True when nothing is pinned yet or `id` is the pinned instance.
+  bool admits(std::string_view id) const {
+    std::lock_guard guard{mtx};
+    return value.empty() || constant_time_equal(value, id);
+  }
+
+  /// Pins `id` when the slot is empty; true when `id` is (now) the pinned instance.
+  bool pin(std::string_view id) {
+    std::lock_guard guard{mtx};
+    if (value.empty()) {
+      value = std::string{id};
+      return true;
+    }
+    return constant_time_equal(value, id);
+  }
+};
+
+class session_base : public std::enable_shared_from_this<session_base> {
+ public:
+  virtual ~session_base() = default;
+  /// Server stop: close cleanly (WebSocket: 1001 after answering in-flight requests).
+  virtual void shutdown() = 0;
+  /// Server stop, after the grace period: cut the socket.
+  virtual void force_close() = 0;
+};
+
+/// Everything the sessions share: server::impl is private to the class, this is not.
+struct server_core {
+  server_core(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
+       server_options opts)
+    : sys(sys), directory(std::move(directory)), pool(std::move(pool)), opts(std::move(opts)) {
+    if (this->opts.io_threads == 0)
+      this->opts.io_threads = 1;
+    pins->value = this->opts.trusted_instance;
+    shared->trusted_instance = [pins = pins] { return pins->get(); };
+    shared->transfer_root = this->opts.transfer_dir;
+    std::random_device rd;
+    transfer_prefix = fmt::format("conn-{:08x}{:08x}", rd(), rd());
+  }
+
+  void add(const std::shared_ptr<session_base>& s) {
+    std::lock_guard guard{reg_mtx};
+    sessions.emplace(s.get(), s);
+  }
+
+  void remove(session_base* s) {
+    std::lock_guard guard{reg_mtx};
+    sessions.erase(s);
+    if (sessions.empty())
+      reg_cv.notify_all();
+  }
+
+  std::vector<std::shared_ptr<session_base>> live_sessions() {
+    std::vector<std::shared_ptr<session_base>> out;
+    std::lock_guard guard{reg_mtx};
+    for (auto& [ptr, weak] : sessions)
+      if (auto s = weak.lock())
+        out.push_back(std::move(s));
+    return out;
+  }
+
+  bool wait_sessions_gone(std::chrono::steady_clock::duration limit) {
+    std::unique_lock lock{reg_mtx};
+    return reg_cv.wait_for(lock, limit, [this] { return sessions.empty(); });
+  }
+
+  /// Reserves one WebSocket connection slot; false when the cap is reached.
+  bool reserve_connection() {
+    auto n = ws_count.fetch_add(1) + 1;
+    if (n > opts.max_connections) {
+      ws_count.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+
+  void release_connection() { ws_count.fetch_sub(1); }
+
+  std::string next_transfer_dir() {
+    if (opts.transfer_dir.empty())
+      return {};
+    auto name = fmt::format("{}-{}", transfer_prefix, transfer_seq.fetch_add(1));
+    return (std::filesystem::path{opts.transfer_dir} / name).string();
+  }
+
+  void do_accept();
+  void on_accept(beast::error_code ec, tcp::socket socket);
+
+  caf::actor_system& sys;
+  directory_actor directory;
+  std::shared_ptr<worker_pool> pool;
+  server_options opts;
+  std::shared_ptr<pin_slot> pins = std::make_shared<pin_slot>();
+  std::shared_ptr<shared_state> shared = std::make_shared<shared_state>();
+  std::shared_ptr<io_gate> gate = std::make_shared<io_gate>();
+  std::string transfer_prefix;
+  std::atomic<uint64_t> transfer_seq{1};
+
+  std::atomic<size_t> ws_count{0};
+  std::atomic<bool> stopping{false};
+  std::mutex state_mtx;  // start/stop
+  bool started = false;
+  bool stopped = false;
+  uint16_t port = 0;
+
+  std::mutex reg_mtx;
+  std::condition_variable reg_cv;
+  std::unordered_map<session_base*, std::weak_ptr<session_base>> sessions;
+
+  // Declared last: destroying the io_context destroys pending handlers and with them
+  // sessions, which still use the members above.
+  asio::io_context ioc{1};
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<asio::steady_timer> accept_backoff;
+  std::vector<std::thread> threads;
+};
+
+namespace {
+
+http::response<http::string_body> make_response(http::status status, unsigned version,
+                                                bool keep_alive, std::string_view content_type,
+                                                std::string body) {
+  http::response<http::string_body> res{status, version};
+  res.set(http::field::server, "boxrt");
+  res.set(http::field::content_type, beast::string_view{content_type.data(), content_type.size()});
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+// -- WebSocket session -------------------------------------------------------------------
+
+class ws_session;
+
+/// Inbound flow control between a socket and its actor: messages read but not yet
+/// handled by the actor. Past the high mark the socket stops reading until the actor
+/// has worked the backlog down to half of it.
+struct read_window {
+  read_window(size_t max_frames, size_t max_bytes) : max_frames(max_frames), max_bytes(max_bytes) {}
+
+  bool over() const { return frames.load() > max_frames || bytes.load() > max_bytes; }
+  bool low() const { return frames.load() <= max_frames / 2 && bytes.load() <= max_bytes / 2; }
+
+  const size_t max_frames;
+  const size_t max_bytes;
+  std::atomic<size_t> frames{0};
+  std::atomic<size_t> bytes{0};
+  /// Set by the socket when it stops reading; whoever clears it resumes reading.
+  std::atomic<bool> paused{false};
+};
+
+/// What the connection actor holds: posts onto the session's strand while the server's
+/// io_context is alive; a no-op once the socket or the server is gone.
+class ws_handle final : public outbound {
+ public:
+  ws_handle(std::weak_ptr<ws_session> session, std::shared_ptr<io_gate> gate,
+            std::shared_ptr<read_window> window)
+    : session_(std::move(session)), gate_(std::move(gate)), window_(std::move(window)) {}
+
+  void send(std::string text) override;
+  void close(uint16_t code, std::string reason) override;
+  void consumed(size_t bytes) override;
+
+ private:
+  std::weak_ptr<ws_session> session_;
+  std::shared_ptr<io_gate> gate_;
+  std::shared_ptr<read_window> window_;
+};
+
+class ws_session final : public session_base {
+ public:
+  ws_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
+             std::string peer, std::string instance)
+    : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
+      instance_(std::move(instance)), paused_(ws_.get_executor()) {}
+
+  ~ws_session() override {
+    finish("session destroyed");
+    srv_.remove(this);
+  }
+
+  std::shared_ptr<ws_session> self() {
+    return std::static_pointer_cast<ws_session>(shared_from_this());
+  }
+
+  /// Registers, spawns the connection actor and accepts the upgrade.
+  void run() {
+    srv_.add(shared_from_this());
+    asio::dispatch(ws_.get_executor(), [s = self()] { s->on_run(); });
+  }
+
+  void shutdown() override {
+    asio::post(ws_.get_executor(), [s = self()] {
+      // Through the actor, so that in-flight requests are answered before the 1001.
+      if (s->actor_ && !s->finished_)
+        caf::anon_send(s->actor_, shutdown_atom_v);
+      else
+        s->request_close(1001, shutdown_reason);
+    });
+  }
+
+  void force_close() override {
+    asio::post(ws_.get_executor(), [s = self()] {
+      beast::get_lowest_layer(s->ws_).close();
+      s->paused_.cancel();
+      s->finish("server stopped");
+    });
+  }
+
+  void post_send(std::string text) {
+    asio::post(ws_.get_executor(),
+               [s = self(), text = std::move(text)]() mutable { s->enqueue(std::move(text)); });
+  }
+
+  void post_close(uint16_t code, std::string reason) {
+    asio::post(ws_.get_executor(), [s = self(), code, reason = std::move(reason)]() mutable {
+      s->request_close(code, std::move(reason));
+    });
+  }
+
+  /// The actor worked the backlog down: read again.
+  void post_resume() {
+    asio::post(ws_.get_executor(), [s = self()] {
+      s->paused_.cancel();
+      if (!s->closing_ && !s->finished_)
+        s->do_read();
+    });
+  }
+
+ private:
+  void on_run() {
+    if (srv_.stopping) {
+      beast::get_lowest_layer(ws_).close();
+      finish("server stopping");
+      return;
+    }
+    window_ = std::make_shared<read_window>(std::max<size_t>(2 * srv_.opts.max_inflight, 8),
+                                            srv_.opts.max_message_bytes);
+    handle_ = std::make_shared<ws_handle>(self(), srv_.gate, window_);
+    connection_args args;
+    args.directory = srv_.directory;
+    args.pool = srv_.pool;
+    args.shared = srv_.shared;
+    args.out = handle_;
+    args.max_message_bytes = srv_.opts.max_message_bytes;
+    args.max_inflight = srv_.opts.max_inflight;
+    args.transfer_dir = srv_.next_transfer_dir();
+    args.peer = peer_;
+    actor_ = spawn_connection(srv_.sys, std::move(args));
+    // An actor that fails takes its socket with it.
+    actor_->attach_functor([h = handle_] { h->close(1011, "Box runtime connection failed"); });
+
+    beast::get_lowest_layer(ws_).expires_never();
+    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeouts.handshake_timeout = close_timeout;
+    ws_.set_option(timeouts);
+    websocket::permessage_deflate pmd;
+    pmd.server_enable = true;
+    ws_.set_option(pmd);
+    ws_.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& res) { res.set(http::field::server, "boxrt"); }));
+    ws_.read_message_max(srv_.opts.max_message_bytes);
+    ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
+  }
+
+  void on_accept(beast::error_code ec) {
+    req_ = {};
+    if (ec) {
+      fail(ec, "accept", peer_);
+      finish("upgrade failed");
+      return;
+    }
+    accepted_ = true;
+    spdlog::info("net: {}: RPC connection open (instance {})", peer_, instance_);
+    do_read();
+    if (close_)
+      maybe_close();
+  }
+
+  void do_read() {
+    ws_.async_read(buffer_, [s = self()](beast::error_code ec, size_t n) { s->on_read(ec, n); });
+  }
+
+  void on_read(beast::error_code ec, size_t n) {
+    if (ec) {
+      if (ec == websocket::error::message_too_big)
+        spdlog::warn("net: {}: a message exceeds {} bytes; closing the connection", peer_,
+                     srv_.opts.max_message_bytes);
+      else
+        fail(ec, "read", peer_);
+      finish(ec == websocket::error::closed ? "closed by peer" : ec.message());
+      return;
+    }
+    if (!ws_.got_text()) {
+      // As the reference: any non-TEXT message tears the connection down.
+      spdlog::warn("net: {}: unexpected BINARY message; closing the connection", peer_);
+      buffer_.consume(buffer_.size());
+      request_close(static_cast<uint16_t>(websocket::close_code::unknown_data),
+                    "Unexpected message type: BINARY");
+      return;
+    }
+    auto data = buffer_.cdata();
+    std::string text;
+    text.reserve(data.size() + parse_padding);
+    text.assign(static_cast<const char*>(data.data()), data.size());
+    buffer_.consume(n);
+    if (buffer_.capacity() > buffer_keep_bytes)
+      buffer_.shrink_to_fit();
+    window_->frames += 1;
+    window_->bytes += text.size();
+    caf::anon_send(actor_, frame_atom_v, std::move(text));
+    if (closing_)
+      return;
+    if (window_->over()) {
+      window_->paused = true;
+      // The actor may have drained the backlog meanwhile; one of us clears the flag.
+      if (!window_->low() || !window_->paused.exchange(false)) {
+        // Nothing else is pending while paused: this wait keeps the session alive
+        // inside the io_context until post_resume() or the close cancels it.
+        spdlog::debug("net: {}: {} messages wait for the actor; reading paused", peer_,
+                      window_->frames.load());
+        paused_.expires_at(asio::steady_timer::time_point::max());
+        paused_.async_wait([s = self()](beast::error_code) {});
+        return;
+      }
+    }
+    do_read();
+  }
+
+  void enqueue(std::string text) {
+    if (closing_ || finished_ || close_)
+      return;
+    queue_.push_back(std::move(text));
+    if (!writing_)
+      do_write();
+  }
+
+  void do_write() {
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(queue_.front()),
+                    [s = self()](beast::error_code ec, size_t) { s->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    writing_ = false;
+    if (ec) {
+      fail(ec, "write", peer_);
+      queue_.clear();
+      beast::get_lowest_layer(ws_).close();
+      finish(ec.message());
+      return;
+    }
+    queue_.pop_front();
+    if (!queue_.empty())
+      do_write();
+    else if (close_)
+      maybe_close();
+  }
+
+  /// Closes after every message queued so far (one write may be outstanding at a time).
+  void request_close(uint16_t code, std::string reason) {
+    if (closing_ || finished_ || close_)
+      return;
+    close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
+    maybe_close();
+  }
+
+  void maybe_close() {
+    if (!accepted_ || writing_ || !queue_.empty() || closing_ || finished_)
+      return;
+    closing_ = true;
+    ws_.async_close(*close_, [s = self()](beast::error_code ec) {
+      if (ec)
+        s->fail_close(ec);
+      s->finish("closed by server");
+    });
+  }
+
+  void fail_close(beast::error_code ec) { fail(ec, "close", peer_); }
+
+  /// The socket is done: the actor quits (pending replies are dropped), the slot frees.
+  void finish(std::string_view why) {
+    if (finished_)
+      return;
+    finished_ = true;
+    paused_.cancel();
+    if (counted_) {
+      counted_ = false;
+      srv_.release_connection();
+    }
+    if (actor_) {
+      caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+      if (accepted_)
+        spdlog::info("net: {}: RPC connection closed ({})", peer_, why);
+    }
+  }
+
+  server_core& srv_;
+  websocket::stream<beast::tcp_stream> ws_;
+  http::request<http::string_body> req_;
+  beast::flat_buffer buffer_;
+  std::string peer_;
+  std::string instance_;
+  caf::actor actor_;
+  std::shared_ptr<ws_handle> handle_;
+  std::shared_ptr<read_window> window_;
+  /// Pending while reading is paused (see read_window).
+  asio::steady_timer paused_;
+  std::deque<std::string> queue_;
+  std::optional<websocket::close_reason> close_;
+  bool writing_ = false;
+  bool accepted_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+  /// The connection slot reserved by the HTTP session is ours to release.
+  bool counted_ = true;
+};
+
+void ws_handle::send(std::string text) {
+  std::shared_lock lock{gate_->mtx};
+  if (!gate_->open)
+    return;
+  if (auto s = session_.lock())
+    s->post_send(std::move(text));
+}
+
+void ws_handle::consumed(size_t bytes) {
+  window_->frames -= 1;
+  window_->bytes -= bytes;
+  if (!window_->paused.load() || !window_->low() || !window_->paused.exchange(false))
+    return;
+  std::shared_lock lock{gate_->mtx};
+  if (!gate_->open)
+    return;
+  if (auto s = session_.lock())
+    s->post_resume();
+}
+
+void ws_handle::close(uint16_t code, std::string reason) {
+  std::shared_lock lock{gate_->mtx};
+  if (!gate_->open)
+    return;
+  if (auto s = session_.lock())
+    s->post_close(code, std::move(reason));
+}
+
+// -- HTTP session ------------------------------------------------------------------------
+
+class http_session final : public session_base {
+ public:
+  http_session(server_core& srv, tcp::socket&& socket)
+    : srv_(srv), peer_(peer_of(socket)), stream_(std::move(socket)),
+      timer_(stream_.get_executor()) {}
+
+  ~http_session() override { srv_.remove(this); }
+
+  std::shared_ptr<http_session> self() {
+    return std::static_pointer_cast<http_session>(shared_from_this());
+  }
+
+  void run() {
+    srv_.add(shared_from_this());
+    asio::dispatch(stream_.get_executor(), [s = self()] { s->do_read(); });
+  }
+
+  void shutdown() override { force_close(); }
+
+  void force_close() override {
+    asio::post(stream_.get_executor(), [s = self()] {
+      s->waiting_ = false;
+      s->timer_.cancel();
+      s->stream_.close();
+    });
+  }
+
+ private:
+  enum class probe { live, ready };
+
+  void do_read() {
+    if (srv_.stopping) {
+      stream_.close();
+      return;
+    }
+    parser_.emplace();
+    parser_->body_limit(64 * 1024);
+    stream_.expires_after(http_read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [s = self()](beast::error_code ec, size_t) { s->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::end_of_stream) {
+      do_close();
+      return;
+    }
+    if (ec) {
+      fail(ec, "http read", peer_);
+      return;
+    }
+    handle(parser_->release());
+  }
+
+  void handle(http::request<http::string_body> req) {
+    auto path = path_of(req.target());
+    if (path == "/rpc/ws") {
+      handle_rpc(std::move(req));
+    } else if (path == "/healthz" || path == "/readyz") {
+      if (req.method() != http::verb::get) {
+        auto res = make_response(http::status::method_not_allowed, req.version(),
+                                 req.keep_alive(), "text/plain", "Method Not Allowed");
+        res.set(http::field::allow, "GET");
+        write(std::move(res));
+        return;
+      }
+      ask_health(path == "/healthz" ? probe::live : probe::ready, req.version(),
+                 req.keep_alive());
+    } else {
+      // Relay paths (/v1/sessions/...) come with managed processes.
+      write(make_response(http::status::not_found, req.version(), req.keep_alive(),
+                          "text/plain", "Not Found"));
+    }
+  }
+
+  /// The checks of protocol.md §1.3, all before the upgrade.
+  void handle_rpc(http::request<http::string_body> req) {
+    auto unauthorized = [&] {
+      write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
+                          "Unauthorized"));
+    };
+    const auto& token = srv_.opts.control_token;
+    if (!token.empty()) {
+      auto i = req.find(token_header);
+      if (i == req.end() || !constant_time_equal(sv(i->value()), token)) {
+        spdlog::warn("net: {}: RPC handshake refused: missing or wrong control token", peer_);
+        unauthorized();
+        return;
+      }
+    }
+    auto instance = std::string{json::strip(sv(req[instance_header]))};
+    if (!valid_instance_id(instance)) {
+      spdlog::warn("net: {}: RPC handshake refused: missing or malformed instance id", peer_);
+      unauthorized();
+      return;
+    }
+    if (!srv_.pins->admits(instance)) {
+      spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance",
+                   peer_, instance);
+      unauthorized();
+      return;
+    }
+    if (!websocket::is_upgrade(req)) {
+      write(make_response(http::status::bad_request, req.version(), false, "text/plain",
+                          "Expected a WebSocket upgrade"));
+      return;
+    }
+    if (srv_.stopping) {
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain", shutdown_reason));
+      return;
+    }
+    if (!srv_.reserve_connection()) {
+      spdlog::warn("net: {}: RPC connection refused: {} connections open (the cap)", peer_,
+                   srv_.opts.max_connections);
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain",
+                          fmt::format("Box runtime connection limit reached (max {} connections)",
+                                      srv_.opts.max_connections)));
+      return;
+    }
+    // Pinned only by a handshake that upgrades (first come, first served).
+    if (!srv_.pins->pin(instance)) {
+      srv_.release_connection();
+      spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance",
+                   peer_, instance);
+      unauthorized();
+      return;
+    }
+    std::make_shared<ws_session>(srv_, std::move(stream_), std::move(req), peer_,
+                                 std::move(instance))
+      ->run();
+  }
+
+  void ask_health(probe kind, unsigned version, bool keep_alive) {
+    kind_ = kind;
+    version_ = version;
+    keep_alive_ = keep_alive;
+    waiting_ = true;
+    // The timer is what keeps this session alive (inside the io_context) meanwhile.
+    timer_.expires_after(health_timeout + std::chrono::seconds{1});
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->on_health(std::nullopt);
+    });
+    // The arguments travel as spawn arguments: CAF 0.17 dereferences an empty argument
+    // tuple for a spawn without any (harmless, but UBSan reports it).
+    auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
+                    std::shared_ptr<io_gate> gate, directory_actor dir) {
+      auto deliver = [weak, gate](std::optional<health_info> info) {
+        std::shared_lock lock{gate->mtx};
+        if (!gate->open)
+          return;
+        if (auto s = weak.lock())
+          asio::post(s->stream_.get_executor(),
+                     [s, info = std::move(info)]() mutable { s->on_health(std::move(info)); });
+      };
+      ask->request(dir, health_timeout, health_atom_v)
+        .then([deliver](health_info& info) { deliver(std::move(info)); },
+              [deliver](caf::error&) { deliver(std::nullopt); });
+    };
+    srv_.sys.spawn(asker, std::weak_ptr<http_session>{self()}, srv_.gate, srv_.directory);
+  }
+
+  void on_health(std::optional<health_info> info) {
+    if (!waiting_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    auto resources = [&](json::writer& w) {
+      w.key("resources").begin_object();
+      w.key("sessions").value(info ? info->sessions : int64_t{0});
+      w.key("connections").value(static_cast<uint64_t>(srv_.ws_count.load()));
+      w.end_object();
+    };
+    json::writer w;
+    http::status status = http::status::ok;
+    w.begin_object();
+    if (kind_ == probe::live) {
+      // Liveness means the actor core answers; no host paths or error texts here.
+      w.key("live").value(info.has_value());
+      if (!info)
+        status = http::status::service_unavailable;
+    } else {
+      bool ready = info && info->settings.ready;
+      const auto& st = info ? info->settings : instance_settings{};
+      w.key("ready").value(ready);
+      w.key("mode").value(st.admission_mode ? "grant_enforced" : "standard");
+      w.key("backend").begin_object();
+      w.key("name").value(st.backend_name);
+      w.key("available").value(st.backend_available);
+      w.end_object();
+      w.key("checks").begin_object();
+      if (st.checks.empty())
+        w.key("backend_available").value(st.backend_available);
+      for (const auto& [name, ok] : st.checks)
+        w.key(name).value(ok);
+      w.end_object();
+      if (!ready)
+        status = http::status::service_unavailable;
+    }
+    resources(w);
+    w.end_object();
+    write(make_response(status, version_, keep_alive_, "application/json", w.take()));
+  }
+
+  void write(http::response<http::string_body> res) {
+    auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
+    http::async_write(stream_, *sp, [s = self(), sp](beast::error_code ec, size_t) {
+      if (ec) {
+        fail(ec, "http write", s->peer_);
+        return;
+      }
+      if (!sp->keep_alive())
+        s->do_close();
+      else
+        s->do_read();
+    });
+  }
+
+  void do_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  server_core& srv_;
+  std::string peer_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  asio::steady_timer timer_;
+  bool waiting_ = false;
+  probe kind_ = probe::live;
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+};
+
+} // namespace
+
+// -- listener ------------------------------------------------------------------------------
+
+void server_core::do_accept() {
+  acceptor->async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    on_accept(ec, std::move(socket));
+  });
+}
+
+void server_core::on_accept(beast::error_code ec, tcp::socket socket) {
+  if (stopping || !acceptor->is_open())
+    return;
+  if (ec) {
+    // Out of descriptors and the like: back off briefly instead of spinning.
+    spdlog::warn("net: accept: {}", ec.message());
+    accept_backoff->expires_after(std::chrono::milliseconds{50});
+    accept_backoff->async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && !stopping)
+        do_accept();
+    });
+    return;
+  }
+  std::make_shared<http_session>(*this, std::move(socket))->run();
+  do_accept();
+}
+
+// -- server --------------------------------------------------------------------------------
+
+struct server::impl : server_core {
+  using server_core::server_core;
+};
+
+std::string validate(const server_options& opts) {
+  const auto& token = opts.control_token;
+  if (!token.empty()) {
+    size_t chars = 0;
+    bool space = false;
+    for_each_code_point(token, [&](uint32_t cp) {
+      ++chars;
+      space = space || python_space(cp);
+    });
+    if (chars < 32 || space)
+      return "LANGBOT_BOX_CONTROL_TOKEN must be a non-whitespace secret of at least 32 characters";
+  } else if (!loopback_host(opts.host)) {
+    return "a control token is required to listen on a non-loopback address " + opts.host;
+  }
+  return {};
+}
+
+server::server(caf::actor_system& sys, directory_actor directory,
+               std::shared_ptr<worker_pool> pool, server_options opts)
+  : impl_(std::make_unique<impl>(sys, std::move(directory), std::move(pool), std::move(opts))) {}
+
+server::~server() {
+  stop();
+}
+
+uint16_t server::start() {
+  auto& d = *impl_;
+  std::lock_guard guard{d.state_mtx};
+  if (d.stopped)
+    throw std::runtime_error("the Box runtime server was stopped and cannot start again");
+  if (d.started)
+    return d.port;
+  if (auto why = validate(d.opts); !why.empty())
+    throw std::runtime_error(why);
+  if (!d.opts.transfer_dir.empty()) {
+    std::error_code err;
+    std::filesystem::create_directories(d.opts.transfer_dir, err);
+    if (!err)
+      std::filesystem::permissions(d.opts.transfer_dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, err);
+    if (err)
+      throw std::runtime_error("cannot create the transfer directory " + d.opts.transfer_dir
+                               + ": " + err.message());
+  }
+  auto host = d.opts.host;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  auto where = fmt::format("{}:{}", d.opts.host, d.opts.port);
+  beast::error_code ec;
+  tcp::endpoint endpoint;
+  auto addr = asio::ip::make_address(host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint{addr, d.opts.port};
+  } else {
+    tcp::resolver resolver{d.ioc};
+    auto results = resolver.resolve(host, std::to_string(d.opts.port), ec);
+    if (ec || results.empty())
+      throw std::runtime_error("cannot resolve listen address " + where + ": "
+                               + (ec ? ec.message() : std::string{"no address"}));
+    endpoint = results.begin()->endpoint();
+  }
+  d.acceptor.emplace(asio::make_strand(d.ioc));
+  auto check = [&](const char* what) {
+    if (ec) {
+      d.acceptor.reset();
+      throw std::runtime_error(fmt::format("cannot listen on {}: {}: {}", where, what, ec.message()));
+    }
+  };
+  d.acceptor->open(endpoint.protocol(), ec);
+  check("open");
+  d.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  check("set_option");
+  d.acceptor->bind(endpoint, ec);
+  check("bind");
+  d.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  check("listen");
+  d.port = d.acceptor->local_endpoint().port();
+  d.accept_backoff.emplace(d.acceptor->get_executor());
+  d.do_accept();
+  for (size_t i = 0; i < d.opts.io_threads; ++i)
+    d.threads.emplace_back([&d] { d.ioc.run(); });
+  d.started = true;
+  spdlog::info("net: listening on {} (port {})", d.opts.host, d.port);
+  return d.port;
+}
+
+void server::stop() {
+  auto& d = *impl_;
+  std::lock_guard guard{d.state_mtx};
+  if (d.stopped)
+    return;
+  d.stopped = true;
+  if (!d.started)
+    return;
+  d.stopping = true;
+  asio::post(d.acceptor->get_executor(), [&d] {
+    beast::error_code ec;
+    d.acceptor->close(ec);
+    d.accept_backoff->cancel();
+  });
+  for (auto& s : d.live_sessions())
+    s->shutdown();
+  if (!d.wait_sessions_gone(stop_grace)) {
+    spdlog::warn("net: stop: cutting connections that did not close in time");
+    for (auto& s : d.live_sessions())
+      s->force_close();
+    d.wait_sessions_gone(stop_force);
+  }
+  d.ioc.stop();
+  for (auto& t : d.threads)
+    t.join();
+  d.threads.clear();
+  {
+    std::unique_lock lock{d.gate->mtx};
+    d.gate->open = false;
+  }
+  spdlog::info("net: stopped");
+}
+
+size_t server::connections() const {
+  return impl_->ws_count.load();
+}
+
+} // namespace boxrt::net

@@ -1,0 +1,45 @@
+// The WebSocket Action-RPC server: one port for /rpc/ws, /healthz and /readyz
+// (protocol.md §1). Beast stays inside net/*.cpp; this header is CAF- and Beast-free
+// apart from the directory handle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/actors.hpp"
+#include "backends/worker_pool.hpp"
+#include "net/server_options.hpp"
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace boxrt::net {
+
+class server {
+ public:
+  server(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
+         server_options opts);
+  ~server();
+
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Binds and starts accepting; returns the bound port. Throws std::runtime_error with a
+  /// clear message when the address cannot be bound.
+  uint16_t start();
+
+  /// Stops accepting, answers or fails in-flight requests, closes every socket with 1001
+  /// "Box runtime shutting down" and joins the I/O threads. Idempotent.
+  void stop();
+
+  /// Connections open now.
+  size_t connections() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace boxrt::net

@@ -1,0 +1,26 @@
+// Options of the WebSocket server (the `server` section of boxd's config). Plain C++.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace boxrt::net {
+
+struct server_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 5410;               // 0 picks a free port
+  std::string control_token;          // "" = none (refused for non-loopback hosts)
+  std::string trusted_instance;       // pre-pinned instance; "" = first RPC handshake pins
+  size_t max_message_bytes = 16777216;
+  size_t max_inflight = 128;          // per connection
+  size_t max_connections = 1024;
+  size_t io_threads = 1;
+  std::string transfer_dir;           // __file_chunk storage root (a private dir per connection)
+};
+
+/// Validates options that make the server refuse to start (non-loopback host without a
+/// token, a token shorter than 32 characters or with whitespace). "" when fine.
+std::string validate(const server_options& opts);
+
+} // namespace boxrt::net

@@ -1,0 +1,164 @@
+"""boxd driven by LangBot's own client (langbot-plugin): what an unmodified LangBot host
+does, with the SDK's exception types as the host sees them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from langbot_plugin.box.errors import (
+    BoxAdmissionError,
+    BoxError,
+    BoxSessionConflictError,
+    BoxSessionNotFoundError,
+    BoxValidationError,
+)
+from langbot_plugin.box.models import (
+    BoxExecutionStatus,
+    BoxNetworkMode,
+    BoxSpec,
+    SandboxAdmissionGrant,
+    SandboxAdmissionRevocation,
+)
+from langbot_plugin.entities.io.context import ActionContext
+
+from conftest import INSTANCE, TOKEN, BoxConnection
+
+
+def ctx(workspace: str = "workspace-a", generation: int = 1) -> ActionContext:
+    return ActionContext(instance_uuid=INSTANCE, workspace_uuid=workspace, placement_generation=generation)
+
+
+async def test_health_and_backend_info(box):
+    await box.initialize()  # box_health; raises BoxRuntimeUnavailableError on failure
+    info = await box.get_backend_info()
+    assert info == {"name": "scripted", "available": True}
+
+
+async def test_status_counts_this_placement(box):
+    status = await box.get_status(action_context=ctx("status-ws"))
+    assert status["backend"] == {"name": "scripted", "available": True}
+    assert status["active_sessions"] == 0
+    assert status["managed_processes"] == 0
+    assert status["limits"]["max_sessions"] == 64
+
+
+async def test_exec_round_trip(box):
+    result = await box.execute(BoxSpec(session_id="s1", cmd="echo hello"), action_context=ctx())
+    assert result.status == BoxExecutionStatus.COMPLETED
+    assert result.exit_code == 0
+    assert result.stdout == "hello"
+    assert result.session_id == "s1"
+    assert result.backend_name == "scripted"
+
+
+async def test_create_get_list_delete(box):
+    c = ctx("crud-ws")
+    info = await box.create_session(BoxSpec(session_id="shared"), action_context=c)
+    assert info["session_id"] == "shared"
+    got = await box.get_session("shared", action_context=c)
+    assert got["session_id"] == "shared"
+    assert got["persistent"] is False
+    assert [s["session_id"] for s in await box.get_sessions(action_context=c)] == ["shared"]
+    await box.delete_session("shared", action_context=c)
+    assert await box.get_sessions(action_context=c) == []
+    with pytest.raises(BoxSessionNotFoundError) as err:
+        await box.get_session("shared", action_context=c)
+    assert "BoxSessionNotFoundError: session shared not found" in str(err.value)
+
+
+async def test_reuse_with_another_network_conflicts(box):
+    c = ctx("conflict-ws")
+    await box.execute(BoxSpec(session_id="s", cmd="echo a"), action_context=c)
+    with pytest.raises(BoxSessionConflictError) as err:
+        await box.execute(BoxSpec(session_id="s", cmd="echo b", network=BoxNetworkMode.ON), action_context=c)
+    assert "Box session s already exists with network=off" in str(err.value)
+
+
+async def test_validation_error_maps_to_box_validation_error(box):
+    with pytest.raises(BoxValidationError) as err:
+        await box.execute(BoxSpec(session_id="s1", cmd="   "), action_context=ctx())
+    assert "BoxValidationError: cmd must not be empty" in str(err.value)
+
+
+async def test_tenant_action_without_context_is_refused(box):
+    with pytest.raises(BoxError) as err:
+        await box.get_status()
+    assert "PermissionError: Box tenant action requires a trusted Workspace context" in str(err.value)
+
+
+async def test_generation_fence(box):
+    await box.execute(BoxSpec(session_id="shared", cmd="echo g1"), action_context=ctx("fence-ws", 1))
+    await box.execute(BoxSpec(session_id="shared", cmd="echo g2"), action_context=ctx("fence-ws", 2))
+    sessions = await box.get_sessions(action_context=ctx("fence-ws", 2))
+    assert [s["session_id"] for s in sessions] == ["shared"]
+    with pytest.raises(BoxError) as err:
+        await box.execute(BoxSpec(session_id="shared", cmd="echo old"), action_context=ctx("fence-ws", 1))
+    assert "PermissionError: Stale Box placement generation" in str(err.value)
+
+
+async def test_grants_are_refused_in_standard_mode(box):
+    grant = SandboxAdmissionGrant(
+        instance_uuid=INSTANCE, workspace_uuid="workspace-a", execution_generation=1,
+        entitlement_revision=1, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120),
+        max_sessions=1, max_managed_processes=0,
+    )
+    with pytest.raises(BoxAdmissionError) as err:
+        await box.upsert_sandbox_admission_grant(grant)
+    assert "Sandbox admission enforcement is not enabled" in str(err.value)
+
+
+async def test_wrong_token_is_unauthorized(standard_boxd):
+    with pytest.raises(Exception) as err:
+        async with BoxConnection(standard_boxd.url, "x" * 40, INSTANCE):
+            pass
+    assert "401" in str(err.value)
+
+
+async def test_grant_upsert_and_revoke_receipts(admitted_box):
+    c = ctx("grant-ws", 3)
+    with pytest.raises(BoxAdmissionError) as err:
+        await admitted_box.execute(BoxSpec(session_id="global", cmd="echo x"), action_context=c)
+    assert "Sandbox admission grant is missing" in str(err.value)
+    expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120)).replace(microsecond=0)
+    grant = SandboxAdmissionGrant(
+        instance_uuid=INSTANCE, workspace_uuid="grant-ws", execution_generation=3,
+        entitlement_revision=7, expires_at=expires, max_sessions=1, max_managed_processes=0,
+    )
+    receipt = await admitted_box.upsert_sandbox_admission_grant(grant)
+    # The fields LangBot's admission controller checks, one by one.
+    assert receipt["installed"] is True
+    assert receipt["workspace_uuid"] == "grant-ws"
+    assert receipt["execution_generation"] == 3
+    assert receipt["entitlement_revision"] == 7
+    assert receipt["max_sessions"] == 1
+    assert receipt["max_managed_processes"] == 0
+    assert dt.datetime.fromisoformat(receipt["expires_at"]) == expires
+    result = await admitted_box.execute(BoxSpec(session_id="global", cmd="echo admitted"), action_context=c)
+    assert result.stdout == "admitted"
+    assert result.session_id == "global"
+    revoked = await admitted_box.revoke_sandbox_admission_grant(
+        SandboxAdmissionRevocation(instance_uuid=INSTANCE, workspace_uuid="grant-ws", entitlement_revision=7)
+    )
+    assert revoked == {"revoked": True, "workspace_uuid": "grant-ws", "entitlement_revision": 7}
+    assert await admitted_box.get_status(action_context=c) is not None
+    with pytest.raises(BoxAdmissionError) as err:
+        await admitted_box.execute(BoxSpec(session_id="global", cmd="echo x"), action_context=c)
+    assert "Sandbox admission grant is missing" in str(err.value)
+    with pytest.raises(BoxAdmissionError) as err:
+        await admitted_box.upsert_sandbox_admission_grant(grant)
+    assert "Sandbox admission grant revision was revoked" in str(err.value)
+
+
+async def test_admission_mode_rejects_a_foreign_session_id(admitted_box):
+    c = ctx("owned-ws")
+    grant = SandboxAdmissionGrant(
+        instance_uuid=INSTANCE, workspace_uuid="owned-ws", execution_generation=1,
+        entitlement_revision=1, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120),
+        max_sessions=1, max_managed_processes=0,
+    )
+    await admitted_box.upsert_sandbox_admission_grant(grant)
+    with pytest.raises(BoxAdmissionError) as err:
+        await admitted_box.execute(BoxSpec(session_id="attacker", cmd="echo x"), action_context=c)
+    assert "Managed sandbox session_id is runtime-owned" in str(err.value)

@@ -1,0 +1,309 @@
+// boxd as a real process on loopback, driven over a real WebSocket: the acceptance
+// scenarios of admission.md §5.1, the bad-input battery, the in-flight cap and
+// shutdown. The scripted backend stands in for sandboxes (admission logic only).
+#include <boost/test/unit_test.hpp>
+
+#include <simdjson.h>
+#include <thread>
+
+#include "messages/json.hpp"
+#include "net/client.hpp"
+#include "tests/wire/boxd_process.hpp"
+
+using namespace boxrt;
+using namespace boxrt::test;
+
+namespace {
+
+const std::string token = "wire-test-token-0123456789abcdef0123456789";
+
+const std::string token_config = R"(, "control_token": ")" + token + "\"";
+
+const std::string admission_box = R"({
+  "backend": "scripted",
+  "scripted": {"available": true, "ready_keys": ["cgroup_v2", "resource_limits",
+    "namespace_isolation", "mount_isolation", "network_isolation", "hard_workspace_quota",
+    "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota"]},
+  "local": {"host_root": "box"},
+  "admission": {"required": true, "required_backend": "scripted", "max_sessions": 1,
+    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+    "readiness_cache_sec": 0}})";
+
+const std::string standard_box = R"({"backend": "scripted", "local": {"host_root": "box"}})";
+
+std::string ctx(const std::string& ws, int gen = 1) {
+  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
+         + R"(","placement_generation":)" + std::to_string(gen) + "}";
+}
+
+net::rpc_client connect(const boxd_process& boxd, const std::string& instance = "instance-a") {
+  net::rpc_client c;
+  c.connect({boxd.url(), token, instance});
+  return c;
+}
+
+std::string snapshot(const std::string& ws, int rev, bool eligible) {
+  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
+         + R"(","entitlement_revision":)" + std::to_string(rev)
+         + R"(,"status":"active","not_before":1,"expires_at":4000000000,"features":{"managed_sandbox":)"
+         + (eligible ? "true" : "false") + R"(},"limits":{"managed_sandbox_sessions":)"
+         + (eligible ? "1" : "0") + "}}";
+}
+
+simdjson::dom::element parse(simdjson::dom::parser& p, const std::string& text) {
+  simdjson::dom::element e;
+  BOOST_REQUIRE_MESSAGE(p.parse(text).get(e) == simdjson::SUCCESS, "not JSON: " + text);
+  return e;
+}
+
+std::string str(simdjson::dom::element e, const char* key) {
+  std::string_view v;
+  if (e[key].get_string().get(v) != simdjson::SUCCESS)
+    return "<missing " + std::string{key} + ">";
+  return std::string{v};
+}
+
+int64_t num(simdjson::dom::element e, const char* key) {
+  int64_t v = -999;
+  if (e[key].get_int64().get(v)) {}
+  return v;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(wire_standard)
+
+BOOST_AUTO_TEST_CASE(exec_round_trip_over_a_real_socket) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  auto r = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hello"})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(r.code, 0);
+  BOOST_CHECK_EQUAL(r.message, "success");
+  simdjson::dom::parser p;
+  auto d = parse(p, r.data_json);
+  BOOST_CHECK_EQUAL(str(d, "session_id"), "s1");
+  BOOST_CHECK_EQUAL(str(d, "stdout"), "hello");
+  BOOST_CHECK_EQUAL(str(d, "status"), "completed");
+  BOOST_CHECK_EQUAL(num(d, "exit_code"), 0);
+}
+
+BOOST_AUTO_TEST_CASE(handshake_failures_are_unauthorized) {
+  boxd_process boxd{standard_box, token_config};
+  auto refused = [&](const std::string& tok, const std::string& instance) {
+    net::rpc_client c;
+    try {
+      c.connect({boxd.url(), tok, instance});
+    } catch (const std::exception& e) {
+      return std::string{e.what()}.find("401") != std::string::npos;
+    }
+    return false;
+  };
+  BOOST_CHECK(refused("", "instance-a"));
+  BOOST_CHECK(refused(token + "x", "instance-a"));
+  BOOST_CHECK(refused(token, "-bad instance"));
+  auto pinned = connect(boxd, "instance-a");
+  BOOST_CHECK_EQUAL(pinned.call("__ping", "{}").code, 0);
+  BOOST_CHECK(refused(token, "instance-b"));
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_answered_as_the_reference_does_and_changes_nothing) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  simdjson::dom::parser p;
+  // Ignored without a reply: malformed JSON, a non-object, a response, no action.
+  c.send_text("{not json");
+  c.send_text("[1,2,3]");
+  c.send_text(R"({"seq_id":5,"code":0,"message":"success","data":{}})");
+  c.send_text(R"({"seq_id":6,"data":{}})");
+  BOOST_CHECK_EQUAL(c.call("__ping", "{}").code, 0);
+  // Missing seq_id: answered with -1.
+  c.send_text(R"({"action":"__ping","data":{}})");
+  auto missing = parse(p, c.read_text());
+  BOOST_CHECK_EQUAL(num(missing, "seq_id"), -1);
+  BOOST_CHECK_EQUAL(num(missing, "code"), 1);
+  BOOST_CHECK(str(missing, "message").rfind("ValidationError: ", 0) == 0);
+  auto expect = [&](const std::string& action, const std::string& data, const std::string& context,
+                    const std::string& message) {
+    auto r = c.call(action, data, context);
+    BOOST_CHECK_EQUAL(r.code, 1);
+    BOOST_CHECK_EQUAL(r.message, message);
+  };
+  expect("box_nope", "{}", "", "ValueError: Action box_nope not found");
+  expect("box_exec", R"({"session_id":"s","cmd":"echo x","memory_mb":"512"})", ctx("workspace-a"),
+         "BoxValidationError: memory_mb must be an integer");
+  expect("box_exec", R"({"session_id":"s","cmd":"echo x","memory_mb":true})", ctx("workspace-a"),
+         "BoxValidationError: memory_mb must be an integer");
+  expect("box_exec", R"({"cmd":"echo x"})", ctx("workspace-a"), "KeyError: 'session_id'");
+  expect("box_exec", R"({"session_id":"s","cmd":"echo x"})", "",
+         "PermissionError: Box tenant action requires a trusted Workspace context");
+  expect("box_exec", R"({"session_id":"s","cmd":"echo x"})",
+         R"({"instance_uuid":"instance-a","workspace_uuid":"w","plan":"pro"})",
+         "ValidationError: Extra inputs are not permitted: plan");
+  expect("box_exec", R"({"session_id":"s","cmd":"echo x"})",
+         R"({"instance_uuid":"instance-b","workspace_uuid":"w"})",
+         "PermissionError: Box action context does not match the trusted instance");
+  expect("box_exec", R"({"session_id":"s","cmd":"echo x"})", ctx("workspace-a", 0),
+         "ValidationError: placement_generation must be greater than or equal to 1");
+  // None of it created a session or moved a fence; the server still serves.
+  auto st = c.call("box_status", "{}", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(st.code, 0);
+  BOOST_CHECK_EQUAL(num(parse(p, st.data_json), "active_sessions"), 0);
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo ok"})", ctx("workspace-a")).code, 0);
+}
+
+BOOST_AUTO_TEST_CASE(in_flight_cap_answers_the_129th_request_busy) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  simdjson::dom::parser p;
+  // 128 commands on one session: the first blocks, the rest queue behind it.
+  for (int i = 1; i <= 129; ++i)
+    c.send_text(R"({"seq_id":)" + std::to_string(i)
+                + R"(,"action":"box_exec","data":{"session_id":"held","cmd":"gate g"},"context":)"
+                + ctx("workspace-a") + "}");
+  auto busy = parse(p, c.read_text());
+  BOOST_CHECK_EQUAL(num(busy, "seq_id"), 129);
+  BOOST_CHECK_EQUAL(num(busy, "code"), 1);
+  BOOST_CHECK_EQUAL(str(busy, "message"), "Runtime connection is busy (max 128 concurrent actions)");
+  // A second connection deletes the session: every held request is answered.
+  auto other = connect(boxd);
+  auto del = other.call("box_delete_session", R"({"session_id":"held"})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(del.code, 0);
+  int answered = 0;
+  for (int i = 0; i < 128; ++i) {
+    auto r = parse(p, c.read_text());
+    BOOST_CHECK_EQUAL(num(r, "code"), 1);
+    BOOST_CHECK_EQUAL(str(r, "message"), "BoxSessionNotFoundError: session held is being deleted");
+    ++answered;
+  }
+  BOOST_CHECK_EQUAL(answered, 128);
+  BOOST_CHECK_EQUAL(c.call("__ping", "{}").code, 0);
+}
+
+BOOST_AUTO_TEST_CASE(oversize_message_closes_only_that_connection) {
+  boxd_process boxd{standard_box, R"(, "max_message_bytes": 65536)" + token_config};
+  auto c = connect(boxd);
+  c.send_text(R"({"seq_id":1,"action":"__ping","data":{"pad":")" + std::string(70000, 'x') + "\"}}");
+  BOOST_CHECK_THROW(c.read_text(), std::exception);
+  auto fresh = connect(boxd);
+  BOOST_CHECK_EQUAL(fresh.call("__ping", "{}").code, 0);
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_fails_in_flight_requests_and_exits_zero) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  simdjson::dom::parser p;
+  c.send_text(R"({"seq_id":1,"action":"box_exec","data":{"session_id":"s","cmd":"gate never"},"context":)"
+              + ctx("workspace-a") + "}");
+  // A round trip on another connection orders us behind the exec's arrival.
+  auto other = connect(boxd);
+  BOOST_REQUIRE_EQUAL(other.call("box_get_sessions", "{}", ctx("workspace-a")).code, 0);
+  auto stopping = std::thread{[&] { BOOST_CHECK_EQUAL(boxd.stop(), 0); }};
+  auto r = parse(p, c.read_text());
+  BOOST_CHECK_EQUAL(num(r, "seq_id"), 1);
+  BOOST_CHECK_EQUAL(num(r, "code"), 1);
+  BOOST_CHECK_EQUAL(str(r, "message"), "BoxRuntimeUnavailableError: Box runtime is shutting down");
+  stopping.join();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(wire_admission)
+
+BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) {
+  boxd_process boxd{admission_box, token_config};
+  auto host = connect(boxd);
+  BOOST_REQUIRE_EQUAL(host.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
+  auto a = connect(boxd);
+  auto b = connect(boxd);
+  a.send_text(R"({"seq_id":1,"action":"box_exec","data":{"session_id":"global","cmd":"echo first"},"context":)"
+              + ctx("workspace-a") + "}");
+  b.send_text(R"({"seq_id":1,"action":"box_exec","data":{"session_id":"global","cmd":"echo second"},"context":)"
+              + ctx("workspace-a") + "}");
+  simdjson::dom::parser p;
+  auto ra = parse(p, a.read_text());
+  BOOST_CHECK_EQUAL(num(ra, "code"), 0);
+  simdjson::dom::parser q;
+  auto rb = parse(q, b.read_text());
+  BOOST_CHECK_EQUAL(num(rb, "code"), 0);
+  auto sessions = host.call("box_get_sessions", "{}", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(sessions.code, 0);
+  simdjson::dom::parser s;
+  simdjson::dom::array list = parse(s, sessions.data_json)["sessions"].get_array().value();
+  BOOST_REQUIRE_EQUAL(list.size(), 1u);
+  simdjson::dom::element info = list.at(0).value();
+  BOOST_CHECK_EQUAL(str(info, "session_id"), "global");
+  BOOST_CHECK(info["persistent"].get_bool().value());
+  BOOST_CHECK_EQUAL(info["cpus"].get_double().value(), 0.5);
+  BOOST_CHECK_EQUAL(num(info, "memory_mb"), 256);
+  BOOST_CHECK_EQUAL(num(info, "pids_limit"), 64);
+  BOOST_CHECK_EQUAL(num(info, "workspace_quota_mb"), 32);
+  BOOST_CHECK_EQUAL(str(info, "network"), "off");
+}
+
+BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) {
+  boxd_process boxd{admission_box, token_config};
+  auto c = connect(boxd);
+  simdjson::dom::parser p;
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"global","cmd":"echo x"})", ctx("workspace-a")).code, 0);
+  auto put = c.call("box_put_workspace_entitlement", snapshot("workspace-a", 2, false));
+  BOOST_REQUIRE_EQUAL(put.code, 0);
+  auto receipt = parse(p, put.data_json);
+  BOOST_CHECK(receipt["accepted"].get_bool().value());
+  BOOST_CHECK_EQUAL(str(receipt, "workspace_uuid"), "workspace-a");
+  BOOST_CHECK_EQUAL(num(receipt, "entitlement_revision"), 2);
+  BOOST_CHECK_EQUAL(num(receipt, "revoked_sessions"), 1);
+  auto r = c.call("box_exec", R"({"session_id":"global","cmd":"echo y"})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(r.code, 1);
+  BOOST_CHECK_EQUAL(r.message, "EntitlementUnavailableError: Workspace entitlement does not grant managed_sandbox");
+  auto st = c.call("box_status", "{}", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(st.code, 0);
+  BOOST_CHECK_EQUAL(num(parse(p, st.data_json), "active_sessions"), 0);
+  auto rollback = c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true));
+  BOOST_CHECK_EQUAL(rollback.message, "EntitlementUnavailableError: Workspace entitlement revision rolled back");
+}
+
+BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) {
+  boxd_process boxd{admission_box, token_config};
+  auto c = connect(boxd);
+  for (auto ws : {"workspace-a", "workspace-b"}) {
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot(ws, 1, true)).code, 0);
+    auto r = c.call("box_exec", R"({"session_id":"global","cmd":"echo x"})", ctx(ws));
+    BOOST_REQUIRE_EQUAL(r.code, 0);
+  }
+  simdjson::dom::parser p, q;
+  auto a = parse(p, c.call("box_get_session", R"({"session_id":"global"})", ctx("workspace-a")).data_json);
+  auto b = parse(q, c.call("box_get_session", R"({"session_id":"global"})", ctx("workspace-b")).data_json);
+  BOOST_CHECK_EQUAL(str(a, "session_id"), "global");
+  BOOST_CHECK_EQUAL(str(b, "session_id"), "global");
+  BOOST_CHECK(str(a, "backend_session_id") != str(b, "backend_session_id"));
+  BOOST_CHECK(str(a, "host_path") != str(b, "host_path"));
+  BOOST_CHECK(str(a, "host_path").find("/tenants/ws-695136eeae1cb9b6af4a8226") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) {
+  boxd_process boxd{admission_box, token_config};
+  auto c = connect(boxd);
+  simdjson::dom::parser p;
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
+  auto expect = [&](const std::string& action, const std::string& data, const std::string& message) {
+    auto r = c.call(action, data, ctx("workspace-a"));
+    BOOST_CHECK_EQUAL(r.code, 1);
+    BOOST_CHECK_EQUAL(r.message, message);
+  };
+  expect("box_exec", R"({"session_id":"global","cmd":"echo x","plan":"pro"})",
+         "BoxAdmissionError: Managed sandbox policy fields are host-controlled: plan");
+  expect("box_exec", R"({"session_id":"global","cmd":"echo x","network":"on"})",
+         "BoxAdmissionError: Managed sandbox network access is disabled");
+  expect("box_exec", R"({"session_id":"attacker","cmd":"echo x"})",
+         "BoxAdmissionError: Managed sandbox session_id is runtime-owned");
+  expect("box_start_managed_process",
+         R"({"session_id":"global","spec":{"command":"sleep","args":["60"]}})",
+         "BoxAdmissionError: Managed processes are disabled for Cloud sandboxes");
+  auto st = c.call("box_status", "{}", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(st.code, 0);
+  BOOST_CHECK_EQUAL(num(parse(p, st.data_json), "active_sessions"), 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
