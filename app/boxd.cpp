@@ -73,9 +73,8 @@ int main(int argc, char** argv) {
     spdlog::warn("==================================================================");
     spdlog::warn("No sandbox backend is available: {}", choice.reason);
     spdlog::warn("boxd serves, reports available=false and refuses execs with "
-                 "BoxBackendUnavailableError. Install bubblewrap (apt-get install "
-                 "bubblewrap) and run as root, or set box.backend to \"process\" to run "
-                 "commands without isolation (development only).");
+                 "BoxBackendUnavailableError. The fix: a backend that runs here (bubblewrap "
+                 "as root: apt-get install bubblewrap), named in box.backend.");
     spdlog::warn("==================================================================");
   } else if (!choice.backend->isolating()) {
     spdlog::warn("backend \"{}\" does not isolate commands: use it for development and tests only",

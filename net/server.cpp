@@ -473,7 +473,7 @@ class ws_session final : public session_base {
     std::string text;
     text.reserve(data.size() + parse_padding);
     text.assign(static_cast<const char*>(data.data()), data.size());
-    buffer_.consume(n);
+    buffer_.consume(buffer_.size());
     if (buffer_.capacity() > buffer_keep_bytes)
       buffer_.shrink_to_fit();
     window_->frames += 1;
@@ -801,19 +801,22 @@ class http_session final : public session_base {
       if (!info)
         status = http::status::service_unavailable;
     } else {
-      bool ready = info && info->settings.ready;
+      // Nothing is ready before the directory's first probe has finished.
       const auto& st = info ? info->settings : instance_settings{};
+      bool ready = st.probed && st.ready;
+      bool admission = st.admission_mode || st.config.admission.required
+                       || !st.config.admission_error.empty();
       w.key("ready").value(ready);
-      w.key("mode").value(st.admission_mode ? "grant_enforced" : "standard");
+      w.key("mode").value(admission ? "grant_enforced" : "standard");
       w.key("backend").begin_object();
       w.key("name").value(st.backend_name);
-      w.key("available").value(st.backend_available);
+      w.key("available").value(st.probed && st.backend_available);
       w.end_object();
       w.key("checks").begin_object();
       if (st.checks.empty())
-        w.key("backend_available").value(st.backend_available);
+        w.key("backend_available").value(st.probed && st.backend_available);
       for (const auto& [name, ok] : st.checks)
-        w.key(name).value(ok);
+        w.key(name).value(st.probed && ok);
       w.end_object();
       if (!ready)
         status = http::status::service_unavailable;

@@ -26,6 +26,7 @@ struct net_fixture {
   struct options {
     net::server_options server;
     bool backend_available = true;
+    bool admission = false;
   };
 
   caf::actor_system_config cfg;
@@ -54,6 +55,25 @@ struct net_fixture {
     config.local.default_workspace = (root / "default").string();
     config.local.allowed_mount_roots = {root.string()};
     config.scripted.available = opts.backend_available;
+    config.scripted.ready_keys = {"cgroup_v2", "resource_limits", "namespace_isolation",
+                                  "mount_isolation", "network_isolation", "hard_workspace_quota",
+                                  "hard_skill_storage_quota", "bounded_ephemeral_storage",
+                                  "inode_quota"};
+    if (opts.admission) {
+      auto& p = config.admission;
+      p.required = true;
+      p.required_backend = "scripted";
+      p.max_sessions = 1;
+      p.max_managed_processes = 0;
+      p.max_grant_ttl_sec = 300;
+      p.max_timeout_sec = 60;
+      p.cpus = 0.5;
+      p.memory_mb = 256;
+      p.pids_limit = 64;
+      p.read_only_rootfs = true;
+      p.workspace_quota_mb = 32;
+      p.readiness_cache_sec = 0;
+    }
     backend = std::make_shared<scripted_backend>(config.scripted);
     directory_args a;
     a.config = config;
@@ -174,6 +194,33 @@ BOOST_FIXTURE_TEST_CASE(readyz_is_503_when_not_ready, unavailable_fixture) {
   BOOST_CHECK_EQUAL(bool(e["checks"]["backend_available"]), false);
   // Liveness does not depend on readiness.
   BOOST_CHECK_EQUAL(http_get(port, "/healthz").status, 200u);
+}
+
+struct admission_fixture : net_fixture {
+  admission_fixture() : net_fixture([] {
+    options o;
+    o.admission = true;
+    return o;
+  }()) {}
+};
+
+BOOST_FIXTURE_TEST_CASE(readyz_reports_admission_checks, admission_fixture) {
+  wait_probed();
+  auto r = http_get(port, "/readyz");
+  simdjson::dom::parser p;
+  auto e = parse(p, r.body);
+  BOOST_TEST_MESSAGE("readyz: " << r.body);
+  BOOST_CHECK_EQUAL(std::string_view(e["mode"]), "grant_enforced");
+  bool ready = bool(e["ready"]);
+  BOOST_CHECK_EQUAL(r.status, ready ? 200u : 503u);
+  simdjson::dom::object checks;
+  BOOST_REQUIRE(e["checks"].get_object().get(checks) == simdjson::SUCCESS);
+  bool all = checks.size() > 1;
+  for (auto field : checks)
+    all = all && bool(field.value);
+  BOOST_CHECK_EQUAL(ready, all);
+  BOOST_CHECK(checks["required_backend"].error() == simdjson::SUCCESS);
+  BOOST_CHECK(r.body.find(root.string()) == std::string::npos);
 }
 
 BOOST_FIXTURE_TEST_CASE(other_paths_are_404_and_wrong_methods_405, net_fixture) {

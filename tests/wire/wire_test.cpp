@@ -307,3 +307,44 @@ BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(wire_boxctl)
+
+namespace {
+
+/// Runs build/boxctl with `args`; returns {exit code, stdout + stderr}.
+std::pair<int, std::string> boxctl(const std::string& args) {
+  auto bin = (std::filesystem::path{boxd_path()}.parent_path() / "boxctl").string();
+  auto cmd = bin + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+    out.append(buf, n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(boxctl_prints_results_and_exits_with_the_command_code) {
+  boxd_process boxd{standard_box, token_config};
+  auto base = "--url " + boxd.url() + " --token " + token + " --instance instance-a --workspace w ";
+  auto [rc, out] = boxctl(base + "exec --session s -- echo hi");
+  BOOST_CHECK_EQUAL(rc, 0);
+  BOOST_CHECK_EQUAL(out, "hi\n");
+  auto [rc2, out2] = boxctl(base + "exec --session s -- fail 3");
+  BOOST_CHECK_EQUAL(rc2, 3);
+  auto [rc3, out3] = boxctl(base + "sessions");
+  BOOST_CHECK_EQUAL(rc3, 0);
+  BOOST_CHECK(out3.find("\"session_id\":\"s\"") != std::string::npos);
+  auto [rc4, out4] = boxctl(base + "delete nope");
+  BOOST_CHECK_EQUAL(rc4, 1);
+  BOOST_CHECK_EQUAL(out4, "BoxSessionNotFoundError: session nope not found\n");
+  auto [rc5, out5] = boxctl("--url " + boxd.url() + " --token wrong-token --instance instance-a health");
+  BOOST_CHECK_EQUAL(rc5, 1);
+  BOOST_CHECK(out5.find("401") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
