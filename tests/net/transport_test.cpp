@@ -14,6 +14,7 @@
 #include "actors/directory.hpp"
 #include "backends/scripted.hpp"
 #include "messages/time.hpp"
+#include "tests/actors/fixture.hpp"
 #include "net/server.hpp"
 #include "tests/net/client.hpp"
 
@@ -55,25 +56,9 @@ struct net_fixture {
     config.local.default_workspace = (root / "default").string();
     config.local.allowed_mount_roots = {root.string()};
     config.scripted.available = opts.backend_available;
-    config.scripted.ready_keys = {"cgroup_v2", "resource_limits", "namespace_isolation",
-                                  "mount_isolation", "network_isolation", "hard_workspace_quota",
-                                  "hard_skill_storage_quota", "bounded_ephemeral_storage",
-                                  "inode_quota"};
-    if (opts.admission) {
-      auto& p = config.admission;
-      p.required = true;
-      p.required_backend = "scripted";
-      p.max_sessions = 1;
-      p.max_managed_processes = 0;
-      p.max_grant_ttl_sec = 300;
-      p.max_timeout_sec = 60;
-      p.cpus = 0.5;
-      p.memory_mb = 256;
-      p.pids_limit = 64;
-      p.read_only_rootfs = true;
-      p.workspace_quota_mb = 32;
-      p.readiness_cache_sec = 0;
-    }
+    config.scripted.ready_keys = boxrt::test::all_ready_keys();
+    if (opts.admission)
+      config.admission = boxrt::test::cloud_policy();
     backend = std::make_shared<scripted_backend>(config.scripted);
     directory_args a;
     a.config = config;
