@@ -135,6 +135,11 @@ int main(int argc, char** argv) {
     }
     server.stop();
   }
+  if (exit_code != 0) {
+    // A session did not stop in time: the actor system would wait for it forever.
+    spdlog::shutdown();
+    std::_Exit(exit_code);
+  }
   caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
   return exit_code;
 }

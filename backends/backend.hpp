@@ -22,7 +22,9 @@ class backend_session {
   /// Cheap, non-blocking liveness check.
   virtual bool alive() const = 0;
 
-  /// Thread-safe: kills the process tree of a running exec now. The exec call then
+  /// Thread-safe: kills the process tree of a running exec now, and makes every later
+  /// exec on this session return at once (the caller interrupts only a session it is
+  /// stopping, and its exec job may not have reached the backend yet). The exec call then
   /// returns promptly; its result is discarded by the caller.
   virtual void interrupt() = 0;
 };

@@ -104,6 +104,7 @@ class scripted_session final : public backend_session {
     {
       std::lock_guard lock{mtx_};
       ++interrupts_;
+      interrupted_ = true;
     }
     cv_.notify_all();
   }
@@ -115,6 +116,9 @@ class scripted_session final : public backend_session {
   /// Bumped by every interrupt (and stop); a gated exec ends when it changes.
   /// Guarded by the backend's mutex.
   uint64_t interrupts_ = 0;
+  /// Set by the first interrupt and never cleared: an exec that starts after it (the
+  /// stop raced ahead of the exec reaching the backend) ends at once too.
+  bool interrupted_ = false;
 
  private:
   std::mutex& mtx_;
@@ -189,13 +193,13 @@ result<exec_result> scripted_backend::exec(backend_session& session, const box_s
     if (!self->alive())
       return make_box_error(ec::box_error, "scripted session " + self->id() + " is not alive");
     auto seen = self->interrupts_;
-    if (!open_gates_.contains(gate)) {
+    if (!open_gates_.contains(gate) && !self->interrupted_) {
       ++blocked_;
       cv_.notify_all();
       cv_.wait(lock, [&] { return open_gates_.contains(gate) || self->interrupts_ != seen; });
       --blocked_;
     }
-    if (self->interrupts_ != seen) {
+    if (self->interrupted_ || self->interrupts_ != seen) {
       out.exit_code = 137;
       out.stderr_text = "interrupted";
     }
@@ -241,6 +245,7 @@ void scripted_backend::stop_session(backend_session& session) {
       self->kill();
       // A destroyed sandbox ends its running command, as with a real backend.
       ++self->interrupts_;
+      self->interrupted_ = true;
     }
   }
   cv_.notify_all();
