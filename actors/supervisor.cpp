@@ -484,6 +484,28 @@ void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
   });
 }
 
+struct named_session {
+  std::string logical;
+  std::string physical;
+};
+
+/// The common start of get and delete: the gate, the admission-mode id rule, then the
+/// session of this id at the request's generation (BoxSessionNotFoundError if none).
+result<named_session> find_session(self_ptr self, const session_request& req) {
+  if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))
+    return err;
+  std::string logical{json::strip(req.session_id)};
+  if (admission_mode(self))
+    if (auto err = workspace_admission::check_logical_session(logical, config(self).admission))
+      return err;
+  auto id = physical_id(self, req.ctx.placement_generation, logical);
+  if (!id)
+    return id.error();
+  if (self->state.sessions.find(id.value()) == self->state.sessions.end())
+    return box_error{ec::session_not_found, "session " + logical + " not found"};
+  return named_session{std::move(logical), std::move(id.value())};
+}
+
 struct ready_session {
   session_actor actor;
   box_spec spec;
@@ -558,37 +580,23 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
         return rp;
       },
       [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
-        if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))
-          return to_caf_error(err);
-        std::string logical{json::strip(req.session_id)};
-        if (admission_mode(self))
-          if (auto err = workspace_admission::check_logical_session(logical, config(self).admission))
-            return to_caf_error(err);
-        auto id = physical_id(self, req.ctx.placement_generation, logical);
-        if (!id)
-          return to_caf_error(id.error());
-        auto i = self->state.sessions.find(id.value());
-        if (i == self->state.sessions.end() || !i->second.actor)
-          return to_caf_error({ec::session_not_found, "session " + logical + " not found"});
+        auto found = find_session(self, req);
+        if (!found)
+          return to_caf_error(found.error());
+        auto i = self->state.sessions.find(found->physical);
+        if (!i->second.actor)
+          return to_caf_error({ec::session_not_found, "session " + found->logical + " not found"});
         return self->delegate(i->second.actor, caf::get_atom_v);
       },
       [self](caf::delete_atom, session_request& req) -> caf::result<std::string> {
-        if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))
-          return to_caf_error(err);
-        std::string logical{json::strip(req.session_id)};
-        if (admission_mode(self))
-          if (auto err = workspace_admission::check_logical_session(logical, config(self).admission))
-            return to_caf_error(err);
-        auto id = physical_id(self, req.ctx.placement_generation, logical);
-        if (!id)
-          return to_caf_error(id.error());
-        auto& st = self->state;
-        if (st.sessions.find(id.value()) == st.sessions.end())
-          return to_caf_error({ec::session_not_found, "session " + logical + " not found"});
+        auto found = find_session(self, req);
+        if (!found)
+          return to_caf_error(found.error());
         auto rp = self->make_response_promise<std::string>();
         auto sent = req.session_id;
-        stop_sessions(self, [&](const std::string& k, const session_entry&) { return k == id.value(); },
-                      box_error{ec::session_not_found, "session " + logical + " is being deleted"},
+        auto id = found->physical;
+        stop_sessions(self, [&](const std::string& k, const session_entry&) { return k == id; },
+                      box_error{ec::session_not_found, "session " + found->logical + " is being deleted"},
                       [rp, sent](int64_t) mutable { rp.deliver(sent); });
         return rp;
       },
