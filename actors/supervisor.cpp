@@ -312,6 +312,21 @@ void advance_then(self_ptr self, const action_context& ctx, std::function<void(b
   });
 }
 
+/// A request waiting on the entry `id` while its slot is reserved: once the session
+/// actor exists it is counted as forwarded and handed to `use`.
+waiter waiter_for(self_ptr self, const std::string& id,
+                  std::function<void(const session_actor&, session_entry&)> use,
+                  std::function<void(const box_error&)> fail) {
+  return {[self, id, use](const session_actor& a) {
+            auto j = self->state.sessions.find(id);
+            if (j != self->state.sessions.end()) {
+              ++j->second.forwarded;
+              use(a, j->second);
+            }
+          },
+          std::move(fail)};
+}
+
 /// Finds or creates the session for `spec` (already normalised, session_id logical),
 /// then calls `use` with the session actor, or fails `fail`.
 void with_session(self_ptr self, const action_context& ctx, box_spec spec,
@@ -337,15 +352,7 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
         ++i->second.forwarded;
         use(i->second.actor, i->second);
       } else {
-        i->second.waiting.push_back(
-          {[self, id, use](const session_actor& a) {
-             auto j = self->state.sessions.find(id);
-             if (j != self->state.sessions.end()) {
-               ++j->second.forwarded;
-               use(a, j->second);
-             }
-           },
-           fail});
+        i->second.waiting.push_back(waiter_for(self, id, use, fail));
       }
       return;
     }
@@ -383,14 +390,7 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
   entry.generation = ctx.placement_generation;
   entry.compat = session_info_from_spec(spec);
   entry.mounts = mounts;
-  entry.waiting.push_back({[self, id, use](const session_actor& a) {
-                             auto j = self->state.sessions.find(id);
-                             if (j != self->state.sessions.end()) {
-                               ++j->second.forwarded;
-                               use(a, j->second);
-                             }
-                           },
-                           fail});
+  entry.waiting.push_back(waiter_for(self, id, use, fail));
   auto reservation = entry.reservation;
   st.sessions.emplace(id, std::move(entry));
   spec.session_id = id;
