@@ -91,6 +91,8 @@ box_error apply_server(element section, net::server_options& out) {
     return err;
   if (auto err = read_size(obj, "io_threads", 1, 64, out.io_threads))
     return err;
+  if (auto err = read_size(obj, "io_spin_us", 0, 10000, out.io_spin_us))
+    return err;
   return {};
 }
 

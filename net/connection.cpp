@@ -87,6 +87,12 @@ bool is_integer(const dom::element& e) {
   return e.is_int64() || e.is_uint64();
 }
 
+void report_inflight(connection_ptr self) {
+  auto& st = self->state;
+  if (st.args.out)
+    st.args.out->in_flight(st.inflight.size());
+}
+
 void finish(connection_ptr self, uint64_t token, reply r) {
   auto& st = self->state;
   auto i = st.inflight.find(token);
@@ -94,6 +100,7 @@ void finish(connection_ptr self, uint64_t token, reply r) {
     return; // already answered (shutdown)
   auto seq_id = std::move(i->second);
   st.inflight.erase(i);
+  report_inflight(self);
   send_reply(self, seq_id, r);
 }
 
@@ -147,6 +154,7 @@ void handle_request(connection_ptr self, const dom::object& obj, const dom::elem
   }
   auto token = st.next_token++;
   st.inflight.emplace(token, seq_id);
+  report_inflight(self);
   try {
     dispatch(st.env, action, data, context_ptr,
              [self, token](reply r) { finish(self, token, std::move(r)); });
@@ -196,6 +204,7 @@ caf::behavior connection(connection_ptr self, connection_args args) {
       for (auto& [token, seq_id] : st.inflight)
         send_error(self, seq_id, ec::runtime_unavailable, shutdown_reason);
       st.inflight.clear();
+      report_inflight(self);
       if (st.args.out)
         st.args.out->close(1001, shutdown_reason);
       self->quit();
@@ -204,6 +213,34 @@ caf::behavior connection(connection_ptr self, connection_args args) {
 }
 
 } // namespace
+
+struct heartbeat::impl {
+  dom::parser parser;
+};
+
+heartbeat::heartbeat() : impl_(std::make_unique<impl>()) {}
+heartbeat::~heartbeat() = default;
+
+std::string heartbeat::reply_to(const std::string& text) {
+  // Cheap refusal first: most frames are not heartbeats.
+  if (text.size() > 256 || text.find("__ping") == std::string::npos)
+    return {};
+  dom::element root;
+  dom::object obj;
+  dom::element seq_el, action_el, data, context, code;
+  std::string_view action;
+  if (impl_->parser.parse(text).get(root) != simdjson::SUCCESS
+      || root.get_object().get(obj) != simdjson::SUCCESS
+      || obj.at_key("code").get(code) == simdjson::SUCCESS
+      || obj.at_key("action").get(action_el) != simdjson::SUCCESS
+      || action_el.get_string().get(action) != simdjson::SUCCESS || action != "__ping"
+      || obj.at_key("seq_id").get(seq_el) != simdjson::SUCCESS || !is_integer(seq_el)
+      || obj.at_key("data").get(data) != simdjson::SUCCESS || !data.is_object())
+    return {};
+  if (obj.at_key("context").get(context) == simdjson::SUCCESS && !context.is_null())
+    return {};
+  return render(simdjson::minify(seq_el), box_error{}, "{}");
+}
 
 caf::actor spawn_connection(caf::actor_system& sys, connection_args args) {
   return sys.spawn(connection, std::move(args));

@@ -30,6 +30,32 @@ class outbound {
   /// reading while too much it read is still waiting in the actor's mailbox, so a fast
   /// sender cannot grow that mailbox without bound.
   virtual void consumed(size_t bytes) = 0;
+
+  /// The actor now has `n` requests in flight. Called before the `consumed` of the
+  /// message that changed it, so a socket that sees no message waiting also sees the
+  /// count that message left behind.
+  virtual void in_flight(size_t n) = 0;
+};
+
+/// Recognises a bare heartbeat (`__ping` with an integer seq_id, an object `data` and
+/// no context) and renders its success reply, exactly as the connection actor would.
+/// The socket answers such a frame itself when the actor has nothing in flight and no
+/// message waiting, since the actor's answer could then only be that same success:
+/// a liveness check then costs no thread hand-off. Not thread-safe: one per socket.
+class heartbeat {
+ public:
+  heartbeat();
+  ~heartbeat();
+  heartbeat(const heartbeat&) = delete;
+  heartbeat& operator=(const heartbeat&) = delete;
+
+  /// The reply to `text` if it is a bare heartbeat; "" otherwise. `text` must carry
+  /// simdjson's padding in its capacity, as the socket's messages do.
+  std::string reply_to(const std::string& text);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
 };
 
 struct connection_args {

@@ -315,6 +315,8 @@ struct read_window {
   const size_t max_bytes;
   std::atomic<size_t> frames{0};
   std::atomic<size_t> bytes{0};
+  /// Requests the actor has in flight (see outbound::in_flight).
+  std::atomic<size_t> requests{0};
   /// Set by the socket when it stops reading; whoever clears it resumes reading.
   std::atomic<bool> paused{false};
 };
@@ -330,6 +332,7 @@ class ws_handle final : public outbound {
   void send(std::string text) override;
   void close(uint16_t code, std::string reason) override;
   void consumed(size_t bytes) override;
+  void in_flight(size_t n) override { window_->requests = n; }
 
  private:
   std::weak_ptr<ws_session> session_;
@@ -476,6 +479,17 @@ class ws_session final : public session_base {
     buffer_.consume(buffer_.size());
     if (buffer_.capacity() > buffer_keep_bytes)
       buffer_.shrink_to_fit();
+    // Nothing waits in the actor and nothing is in flight (read in this order, see
+    // outbound::in_flight): the actor would answer a bare heartbeat with success, so
+    // the socket answers it without the hand-off.
+    if (window_->frames.load() == 0 && window_->requests.load() == 0) {
+      if (auto pong = heartbeat_.reply_to(text); !pong.empty()) {
+        enqueue(std::move(pong));
+        if (!closing_)
+          do_read();
+        return;
+      }
+    }
     window_->frames += 1;
     window_->bytes += text.size();
     caf::anon_send(actor_, frame_atom_v, std::move(text));
@@ -575,6 +589,7 @@ class ws_session final : public session_base {
   caf::actor actor_;
   std::shared_ptr<ws_handle> handle_;
   std::shared_ptr<read_window> window_;
+  heartbeat heartbeat_;
   /// Pending while reading is paused (see read_window).
   asio::steady_timer paused_;
   std::deque<std::string> queue_;
@@ -857,6 +872,25 @@ class http_session final : public session_base {
   bool keep_alive_ = false;
 };
 
+/// `ioc.run()`, except that after each handler the thread polls for up to `spin` more
+/// before it blocks again (see server_options::io_spin_us).
+void run_io(asio::io_context& ioc, std::chrono::microseconds spin) {
+  if (spin.count() == 0) {
+    ioc.run();
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  while (ioc.run_one() > 0) {
+    auto until = clock::now() + spin;
+    while (!ioc.stopped() && clock::now() < until) {
+      if (ioc.poll() > 0)
+        until = clock::now() + spin;
+      else
+        std::this_thread::yield(); // the CPU goes to runnable work (actors, pool) first
+    }
+  }
+}
+
 } // namespace
 
 // -- listener ------------------------------------------------------------------------------
@@ -970,7 +1004,7 @@ uint16_t server::start() {
   d.accept_backoff.emplace(d.acceptor->get_executor());
   d.do_accept();
   for (size_t i = 0; i < d.opts.io_threads; ++i)
-    d.threads.emplace_back([&d] { d.ioc.run(); });
+    d.threads.emplace_back([&d] { run_io(d.ioc, std::chrono::microseconds{d.opts.io_spin_us}); });
   d.started = true;
   spdlog::info("net: listening on {} (port {})", d.opts.host, d.port);
   return d.port;

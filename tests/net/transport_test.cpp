@@ -538,6 +538,28 @@ BOOST_FIXTURE_TEST_CASE(the_busy_reply_names_the_configured_cap, small_inflight_
   BOOST_CHECK((answered == std::set<std::string>{"1", "2"}));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_well_formed_heartbeat_at_the_cap_is_busy_too, small_inflight_fixture) {
+  // The socket answers bare heartbeats itself only while nothing is in flight; at the
+  // cap a heartbeat is refused like any other request.
+  auto c = connect();
+  BOOST_REQUIRE(c.is_open());
+  BOOST_CHECK_EQUAL(c.call(1, "__ping").code, 0);
+  auto ctx = context_json("ws-busy");
+  c.request(2, "box_exec", exec_data("held", "gate g"), ctx);
+  c.request(3, "box_exec", exec_data("held", "gate g"), ctx);
+  BOOST_REQUIRE(backend->wait_blocked(1, std::chrono::seconds{20}));
+  auto busy = c.call(4, "__ping");
+  BOOST_CHECK_EQUAL(busy.seq_id, "4");
+  BOOST_CHECK_EQUAL(busy.message, "Runtime connection is busy (max 2 concurrent actions)");
+  backend->release_gate("g");
+  std::set<std::string> answered{c.read_reply().seq_id, c.read_reply().seq_id};
+  BOOST_CHECK((answered == std::set<std::string>{"2", "3"}));
+  auto pong = c.call(5, "__ping");
+  BOOST_CHECK_EQUAL(pong.code, 0);
+  BOOST_CHECK_EQUAL(pong.message, "success");
+  BOOST_CHECK_EQUAL(pong.data, "{}");
+}
+
 BOOST_FIXTURE_TEST_CASE(a_burst_of_messages_is_read_with_flow_control, small_inflight_fixture) {
   // With a cap of 2 the socket pauses reading past 8 unhandled messages and resumes
   // as the actor catches up; every request is still answered, in order.

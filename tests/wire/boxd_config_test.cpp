@@ -1,0 +1,63 @@
+// boxd's start-up configuration: the server section's limits are read, bounded and
+// named in the error when out of range.
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "app/boxd_config.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string no_env(const char*) { return {}; }
+
+struct config_file {
+  explicit config_file(const std::string& text)
+    : path(fs::temp_directory_path() / ("boxd-config-test-" + std::to_string(::getpid()) + ".json")) {
+    std::ofstream{path} << text;
+  }
+  ~config_file() { fs::remove(path); }
+  fs::path path;
+};
+
+boxrt::result<boxrt::boxd_config> load(const std::string& server_json) {
+  config_file f{R"({"server": )" + server_json + "}"};
+  return boxrt::load_boxd_config({"--config", f.path.string()}, no_env);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(boxd_config)
+
+BOOST_AUTO_TEST_CASE(io_threads_and_spin_have_defaults_and_are_read) {
+  auto d = boxrt::default_boxd_config();
+  BOOST_CHECK_EQUAL(d.server.io_threads, 1u);
+  BOOST_CHECK_EQUAL(d.server.io_spin_us, 50u);
+  auto c = load(R"({"io_threads": 2, "io_spin_us": 0})");
+  BOOST_REQUIRE(c);
+  BOOST_CHECK_EQUAL(c->server.io_threads, 2u);
+  BOOST_CHECK_EQUAL(c->server.io_spin_us, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_limits_are_refused_by_name) {
+  auto spin = load(R"({"io_spin_us": 10001})");
+  BOOST_REQUIRE(!spin);
+  BOOST_CHECK_NE(spin.error().message.find("server.io_spin_us must be between 0 and 10000"),
+                 std::string::npos);
+  auto threads = load(R"({"io_threads": 0})");
+  BOOST_REQUIRE(!threads);
+  BOOST_CHECK_NE(threads.error().message.find("server.io_threads must be between 1 and 64"),
+                 std::string::npos);
+  auto typed = load(R"({"max_inflight": "many"})");
+  BOOST_REQUIRE(!typed);
+  BOOST_CHECK_NE(typed.error().message.find("server.max_inflight must be an integer"),
+                 std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
