@@ -1,6 +1,7 @@
 // The scripted test backend: the command language of scripted.hpp, the records tests
 // read back, and output capping with the reference's exact clip notice.
 #include "backends/scripted.hpp"
+#include "backends/output.hpp"
 
 #include <array>
 #include <atomic>
@@ -19,61 +20,6 @@ constexpr std::array<std::string_view, 9> readiness_keys{
   "mount_isolation",     "network_isolation",        "hard_workspace_quota",
   "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota",
 };
-
-/// What Python's str.strip() removes within ASCII (the reference strips decoded output).
-constexpr bool is_space(char c) noexcept {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
-}
-
-constexpr std::string_view lstrip(std::string_view s) noexcept {
-  while (!s.empty() && is_space(s.front()))
-    s.remove_prefix(1);
-  return s;
-}
-
-constexpr std::string_view strip(std::string_view s) noexcept {
-  s = lstrip(s);
-  while (!s.empty() && is_space(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
-
-/// Length of an incomplete UTF-8 sequence at the end of `s` (0 when it ends cleanly).
-size_t partial_utf8_tail(std::string_view s) noexcept {
-  auto n = s.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80)
-      continue; // continuation byte: keep looking for the lead byte
-    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    return back < need ? back : 0;
-  }
-  return 0;
-}
-
-/// Caps one stream at `limit` bytes as the reference's _clip_captured_bytes does: keep
-/// the first `limit` bytes, decode (a cut UTF-8 sequence becomes U+FFFD), strip, then
-/// append "\n... [raw output clipped at <limit> bytes, <N> bytes discarded]".
-std::string clip_output(std::string_view text, int64_t limit) {
-  auto cap = static_cast<size_t>(limit < 0 ? 0 : limit);
-  if (text.size() <= cap)
-    return std::string{strip(text)};
-  auto kept = text.substr(0, cap);
-  std::string out;
-  if (auto tail = partial_utf8_tail(kept); tail > 0) {
-    // U+FFFD ends the decoded text, so only leading whitespace is stripped.
-    out = lstrip(kept.substr(0, kept.size() - tail));
-    out += "\xEF\xBF\xBD";
-  } else {
-    out = strip(kept);
-  }
-  out += "\n... [raw output clipped at ";
-  out += std::to_string(cap);
-  out += " bytes, ";
-  out += std::to_string(text.size() - cap);
-  out += " bytes discarded]";
-  return out;
-}
 
 /// Splits "verb rest" at the first whitespace; `rest` keeps its inner spacing.
 std::pair<std::string_view, std::string_view> split_verb(std::string_view cmd) noexcept {

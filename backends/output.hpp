@@ -1,0 +1,41 @@
+// Captured-output rules every backend shares: the reference strips decoded output and
+// caps each stream with an exact clip notice (backends-and-skills.md §2).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace boxrt {
+
+/// What Python's str.strip() removes within ASCII (the reference strips decoded output).
+constexpr bool is_space(char c) noexcept {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
+
+constexpr std::string_view lstrip(std::string_view s) noexcept {
+  while (!s.empty() && is_space(s.front()))
+    s.remove_prefix(1);
+  return s;
+}
+
+constexpr std::string_view strip(std::string_view s) noexcept {
+  s = lstrip(s);
+  while (!s.empty() && is_space(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+/// Caps one stream of `total` bytes, of which `kept` (at most `limit`) were kept, as
+/// the reference's _clip_captured_bytes does: decode (a cut UTF-8 sequence becomes
+/// U+FFFD), strip, then, when bytes were dropped, append
+/// "\n... [raw output clipped at <limit> bytes, <total - limit> bytes discarded]".
+std::string clip_captured(std::string_view kept, uint64_t total, int64_t limit);
+
+/// clip_captured for a stream held whole in memory.
+inline std::string clip_output(std::string_view text, int64_t limit) {
+  auto cap = static_cast<size_t>(limit < 0 ? 0 : limit);
+  return clip_captured(text.substr(0, cap), text.size(), limit);
+}
+
+} // namespace boxrt
