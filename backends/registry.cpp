@@ -1,10 +1,14 @@
-// Backend selection. Only the scripted backend is built in so far; the isolating
-// drivers (bwrap, nsjail) and the dev-only process backend are reported as missing
-// under their own names, never replaced by another backend.
+// Backend selection: bwrap by default ("", auto, local), nsjail or the unsandboxed
+// process backend only by name, the scripted backend for tests. A backend that cannot
+// run here is reported under its own name with the reason, never replaced by another.
 #include "backends/registry.hpp"
 
 #include <string_view>
 
+#include "backends/bwrap.hpp"
+#include "backends/mount_policy.hpp"
+#include "backends/nsjail.hpp"
+#include "backends/process_backend.hpp"
 #include "backends/scripted.hpp"
 
 namespace boxrt {
@@ -22,16 +26,50 @@ std::string_view strip(std::string_view s) noexcept {
 
 } // namespace
 
+bwrap_options bwrap_options_for(const box_config& config) {
+  auto local = resolve_local(config.local);
+  bwrap_options o;
+  auto root = local.host_root.empty() ? std::string{"data/box"} : local.host_root;
+  o.state_dir = root + "/state";
+  o.skills_tenants_dir = local.skills_root + "/tenants";
+  o.skills_quota_mb = local.skills_quota_mb;
+  return o;
+}
+
 backend_choice select_backend(const box_config& config) {
   auto requested = strip(config.backend);
   if (requested == "scripted")
     return {std::make_shared<scripted_backend>(config.scripted), "scripted", ""};
-  if (requested.empty() || requested == "auto" || requested == "local" || requested == "bwrap")
-    return {nullptr, "bwrap", "bubblewrap backend is not available in this build"};
+  auto local = resolve_local(config.local);
+  auto state = (local.host_root.empty() ? std::string{"data/box"} : local.host_root) + "/state";
+  auto nsjail = [&]() -> backend_choice {
+    nsjail_options o;
+    o.base_dir = state + "/nsjail";
+    auto b = std::make_shared<nsjail_backend>(o);
+    if (auto why = b->probe_availability(); !why.empty())
+      return {nullptr, "nsjail", "nsjail backend unavailable: " + why};
+    return {b, "nsjail", ""};
+  };
+  bool automatic = requested.empty() || requested == "auto" || requested == "local";
+  if (automatic || requested == "bwrap") {
+    auto b = std::make_shared<bwrap_backend>(bwrap_options_for(config));
+    auto why = b->unavailable_reason();
+    // `auto` takes bwrap only when a probe sandbox really runs; then nsjail if it is
+    // there. Never the unisolated process backend.
+    if (why.empty() && automatic)
+      why = b->self_test();
+    if (why.empty())
+      return {b, "bwrap", ""};
+    backend_choice none{nullptr, "bwrap", "bwrap backend unavailable: " + why};
+    if (automatic)
+      if (auto n = nsjail(); n.backend)
+        return n;
+    return none;
+  }
   if (requested == "nsjail")
-    return {nullptr, "nsjail", "nsjail backend is not available in this build"};
+    return nsjail();
   if (requested == "process")
-    return {nullptr, "process", "process backend is not available in this build"};
+    return {std::make_shared<process_backend>(state + "/process"), "process", ""};
   std::string name{requested};
   return {nullptr, name,
           "LangBot Box backend \"" + name

@@ -20,6 +20,12 @@ struct backend_choice {
 /// A named backend that is unavailable never falls back to another one.
 backend_choice select_backend(const box_config& config);
 
+struct bwrap_options;
+
+/// The bwrap backend's options derived from `box.local` (state under the host root,
+/// skill storage under the skills root).
+bwrap_options bwrap_options_for(const box_config& config);
+
 /// The reference's BoxBackendUnavailableError text, for execs without a backend.
 std::string backend_unavailable_message();
 

@@ -1,0 +1,835 @@
+#include "backends/bwrap.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+
+#include <spdlog/spdlog.h>
+
+#include "backends/cgroup.hpp"
+#include "backends/init_protocol.hpp"
+#include "backends/output.hpp"
+#include "backends/quota.hpp"
+#include "backends/seccomp.hpp"
+#include "messages/tenancy.hpp"
+
+namespace boxrt {
+
+namespace fs = std::filesystem;
+namespace proto = init_protocol;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+/// Commands see this PATH (the reference's nsjail value).
+constexpr const char* sandbox_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where boxrt-init appears inside every sandbox.
+constexpr const char* init_in_sandbox = "/.boxrt/init";
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t i = 0;
+  while (i <= dirs.size()) {
+    auto j = dirs.find(':', i);
+    if (j == std::string::npos)
+      j = dirs.size();
+    auto candidate = dirs.substr(i, j - i) + "/" + name;
+    if (j > i && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    i = j + 1;
+  }
+  return {};
+}
+
+std::string self_dir() {
+  std::error_code err;
+  auto exe = fs::read_symlink("/proc/self/exe", err);
+  return err ? std::string{} : exe.parent_path().string();
+}
+
+/// Moves `fd` to a number >= 10 (close-on-exec), so the launcher's dup2 onto 0..N
+/// never clobbers another descriptor it still needs.
+int high_fd(int fd) {
+  if (fd < 0)
+    return fd;
+  int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return h;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    auto n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+enum class read_status { ok, timeout, closed };
+
+/// Reads one frame from `fd` before `deadline`; `stop` (when set) is polled so an
+/// interrupt ends the wait promptly even if the pipe stays open.
+read_status read_frame(int fd, std::string& payload, clock_type::time_point deadline,
+                       const std::atomic<bool>* stop) {
+  std::string buf;
+  size_t need = 4;
+  bool have_len = false;
+  char chunk[65536];
+  for (;;) {
+    if (buf.size() >= need) {
+      if (!have_len) {
+        auto n = proto::get_u32(buf.data());
+        if (n > proto::max_frame_bytes)
+          return read_status::closed;
+        need = 4 + n;
+        have_len = true;
+        continue;
+      }
+      payload.assign(buf, 4, need - 4);
+      return read_status::ok;
+    }
+    if (stop && stop->load())
+      return read_status::closed;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+    if (left <= 0)
+      return read_status::timeout;
+    pollfd p{fd, POLLIN, 0};
+    auto rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+    if (rc < 0 && errno != EINTR)
+      return read_status::closed;
+    if (rc <= 0)
+      continue;
+    auto n = ::read(fd, chunk, std::min(sizeof chunk, need - buf.size()));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n <= 0)
+      return read_status::closed;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+std::string read_available(int fd) {
+  std::string out;
+  char chunk[4096];
+  for (int i = 0; i < 16; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, i == 0 ? 200 : 0) <= 0)
+      break;
+    auto n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0)
+      break;
+    out.append(chunk, static_cast<size_t>(n));
+  }
+  return std::string{strip(out)};
+}
+
+/// Gives a workspace directory to the sandbox uid (not following symlinks), so the
+/// unprivileged command can write what the spec says it may write.
+void hand_over(const std::string& dir, uint32_t uid, uint32_t gid) {
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0 || (st.st_uid == uid && st.st_gid == gid))
+    return;
+  ::lchown(dir.c_str(), uid, gid);
+  std::error_code err;
+  for (auto it = fs::recursive_directory_iterator{dir, fs::directory_options::skip_permission_denied, err};
+       !err && it != fs::recursive_directory_iterator{}; it.increment(err))
+    ::lchown(it->path().c_str(), uid, gid);
+}
+
+/// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.
+std::string managed_tenant_name(const std::string& host_path) {
+  static const std::regex pattern{"ws-[0-9a-f]{24}"};
+  fs::path p{host_path};
+  auto name = p.filename().string();
+  if (p.parent_path().filename() == "tenants" && std::regex_match(name, pattern))
+    return name;
+  return {};
+}
+
+} // namespace
+
+// -- session ----------------------------------------------------------------------------
+
+class bwrap_session final : public backend_session {
+ public:
+  explicit bwrap_session(std::string id) : id_(std::move(id)) {}
+  ~bwrap_session() override { teardown(); }
+
+  std::string id() const override { return id_; }
+  bool alive() const override { return alive_.load() && !interrupted_.load(); }
+
+  /// Called from an actor thread: one round of SIGKILL, never a wait. The teardown on
+  /// the pool makes sure nothing is left.
+  void interrupt() override {
+    interrupted_ = true;
+    alive_ = false;
+    std::lock_guard lock{kill_mtx_};
+    if (group)
+      group->signal_all();
+    if (pid > 0)
+      ::kill(pid, SIGKILL);
+  }
+
+  /// SIGKILLs every process of the sandbox (its cgroup, and bwrap itself) and waits
+  /// until the group is empty (bounded). Blocking: pool threads only.
+  void kill_sandbox() {
+    alive_ = false;
+    std::lock_guard lock{kill_mtx_};
+    if (group)
+      group->kill_all();
+    if (pid > 0)
+      ::kill(pid, SIGKILL);
+  }
+
+  /// Ends the sandbox and frees everything it held. Idempotent.
+  void teardown() {
+    std::lock_guard lock{teardown_mtx_};
+    if (torn_down_)
+      return;
+    torn_down_ = true;
+    close_fd(to_init);   // boxrt-init exits on end of input
+    kill_sandbox();
+    if (pid > 0) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      pid = -1;
+    }
+    close_fd(from_init);
+    close_fd(errors);
+    {
+      std::lock_guard lock{kill_mtx_};
+      if (group)
+        group->destroy();
+      group.reset();
+    }
+    leases.clear();
+    if (!private_dir.empty()) {
+      std::error_code err;
+      fs::remove_all(private_dir, err);
+    }
+  }
+
+  std::string id_;
+  std::atomic<bool> alive_{true};
+  std::atomic<bool> interrupted_{false};
+  pid_t pid = -1;
+  int to_init = -1;
+  int from_init = -1;
+  int errors = -1;
+  std::unique_ptr<cgroup_v1::group> group;
+  std::vector<std::shared_ptr<loop_quota::lease>> leases;
+  std::string private_dir;
+  /// One exec at a time (the session actor serializes too; this guards the pipes).
+  std::mutex exec_mtx;
+
+ private:
+  std::mutex teardown_mtx_;
+  /// Guards `group` between interrupt (actor thread) and teardown (pool).
+  std::mutex kill_mtx_;
+  bool torn_down_ = false;
+};
+
+// -- backend ----------------------------------------------------------------------------
+
+struct bwrap_backend::impl {
+  std::unique_ptr<cgroup_v1> cgroups;
+  std::string cgroup_reason;
+  std::unique_ptr<loop_quota> quota;
+  std::string seccomp;
+  int lock_fd = -1;
+  std::atomic<uint64_t> next_id{1};
+  std::mutex probe_mtx;
+  std::optional<bool> storage_ok;
+  std::string storage_reason;
+};
+
+bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<impl>()), opts_(std::move(options)) {
+  ::signal(SIGPIPE, SIG_IGN); // a sandbox that dies mid-request must not take boxd along
+  if (opts_.bwrap_path.empty())
+    opts_.bwrap_path = find_on_path("bwrap");
+  if (opts_.init_path.empty()) {
+    // Beside the executable (boxd in the build folder or an install), else the build
+    // folder this library was built in (tests).
+    opts_.init_path = self_dir() + "/boxrt-init";
+#ifdef BOXRT_BUILD_INIT_PATH
+    if (::access(opts_.init_path.c_str(), X_OK) != 0)
+      opts_.init_path = BOXRT_BUILD_INIT_PATH;
+#endif
+  }
+  std::error_code err;
+  opts_.state_dir = fs::absolute(opts_.state_dir, err).lexically_normal().string();
+  if (opts_.bwrap_path.empty()) {
+    unavailable_ = "bubblewrap (bwrap) is not installed";
+    return;
+  }
+  if (::access(opts_.init_path.c_str(), X_OK) != 0) {
+    unavailable_ = "boxrt-init not found at " + opts_.init_path;
+    return;
+  }
+  if (::geteuid() != 0) {
+    unavailable_ = "the bwrap backend needs root (limits, quotas and the sandbox uid)";
+    return;
+  }
+  if (opts_.uid == 0 || opts_.gid == 0) {
+    unavailable_ = "the sandbox uid and gid must not be 0";
+    return;
+  }
+  fs::create_directories(opts_.state_dir, err);
+  if (err) {
+    unavailable_ = "cannot create the state directory " + opts_.state_dir + ": " + err.message();
+    return;
+  }
+  // One boxd per state directory: its orphans are ours to clean, nobody else's.
+  impl_->lock_fd = ::open((opts_.state_dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (impl_->lock_fd < 0 || ::flock(impl_->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    unavailable_ = "the state directory " + opts_.state_dir + " is in use by another boxd";
+    return;
+  }
+  auto program = seccomp_program();
+  if (!program) {
+    unavailable_ = "cannot build the seccomp filter: " + program.error().message;
+    return;
+  }
+  impl_->seccomp = std::move(program.value());
+  // Group names carry this state directory, so two boxds never share a cgroup.
+  auto base = "boxrt-" + sha256_hex(opts_.state_dir).substr(0, 12);
+  if (!opts_.cgroup_root.empty()) {
+    auto cg = std::make_unique<cgroup_v1>(opts_.cgroup_root, base);
+    if (cg->usable(&impl_->cgroup_reason))
+      impl_->cgroups = std::move(cg);
+    else
+      spdlog::warn("bwrap: cgroup v1 limits are not usable ({}); memory and pids are not capped",
+                   impl_->cgroup_reason);
+  } else {
+    impl_->cgroup_reason = "cgroups disabled by configuration";
+  }
+  // The staging mount point must be reachable by the sandbox uid: /run when it exists.
+  stage_root_ = fs::is_directory("/run") ? "/run/boxrt-stage" : "/tmp/boxrt-stage";
+  fs::create_directories(stage_root_, err);
+  ::chmod(stage_root_.c_str(), 0755);
+  impl_->quota = std::make_unique<loop_quota>(opts_.state_dir + "/images", opts_.state_dir + "/mounts",
+                                              opts_.uid, opts_.gid);
+}
+
+bwrap_backend::~bwrap_backend() {
+  if (impl_->quota)
+    impl_->quota->release_all();
+  if (impl_->cgroups)
+    impl_->cgroups->remove_base();
+  if (impl_->lock_fd >= 0)
+    ::close(impl_->lock_fd);
+}
+
+std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int seccomp_fd, bool network) const {
+  std::vector<std::string> a{opts_.bwrap_path};
+  auto add = [&](std::initializer_list<std::string> xs) { a.insert(a.end(), xs); };
+  add({"--unshare-all", "--unshare-user", "--disable-userns"});
+  if (network)
+    add({"--share-net"});
+  add({"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"});
+  add({"--ro-bind", "/usr", "/usr"});
+  // Merged /usr: /bin and friends are symlinks on the host and stay symlinks here.
+  for (const char* dir : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    std::error_code err;
+    auto st = fs::symlink_status(dir, err);
+    if (err || !fs::exists(st))
+      continue;
+    if (fs::is_symlink(st))
+      add({"--symlink", fs::read_symlink(dir, err).string(), dir});
+    else
+      add({"--ro-bind", dir, dir});
+  }
+  std::vector<std::string> etc{"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf",
+                               "/etc/ld.so.conf.d", "/etc/ssl/certs", "/etc/localtime"};
+  if (network)
+    etc.emplace_back("/etc/resolv.conf");
+  for (auto& e : etc)
+    add({"--ro-bind-try", e, e});
+  add({"--proc", "/proc", "--dev", "/dev"});
+  // --size applies to the next --tmpfs only, so it comes right before it.
+  add({"--size", std::to_string(opts_.tmp_size_mb * 1048576), "--tmpfs", "/tmp"});
+  add({"--size", std::to_string(opts_.home_size_mb * 1048576), "--tmpfs", "/home"});
+  // Host sources arrive staged at <stage>/<n> (see start_session), in this order.
+  int n = 0;
+  auto staged = [&] { return stage_root_ + "/" + std::to_string(n++); };
+  bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  if (has_host) {
+    add({spec.host_path_mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), spec.mount_path});
+  } else if (spec.workspace_quota_mb > 0) {
+    // A private workspace with a quota: a sized tmpfs (it dies with the session anyway).
+    add({"--size", std::to_string(spec.workspace_quota_mb * 1048576), "--tmpfs", spec.mount_path});
+  } else {
+    add({"--bind", staged(), spec.mount_path});
+  }
+  for (auto& m : spec.extra_mounts) {
+    if (m.mode == mount_mode::none)
+      continue;
+    add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
+  }
+  add({"--ro-bind", staged(), init_in_sandbox});
+  if (spec.read_only_rootfs)
+    add({"--remount-ro", "/"});
+  add({"--seccomp", std::to_string(seccomp_fd)});
+  add({"--clearenv", "--setenv", "PATH", sandbox_path, "--chdir", "/", init_in_sandbox});
+  return a;
+}
+
+result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_spec& spec) {
+  if (!unavailable_.empty())
+    return make_box_error(ec::backend_unavailable, unavailable_);
+  auto sid = "bwrap-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(impl_->next_id++);
+  auto s = std::make_shared<bwrap_session>(sid);
+  std::error_code err;
+  std::vector<int> source_fds;
+  /// Resolved paths of the sources, bound by path in the launcher's own mount
+  /// namespace (a descriptor there would name a mount of the host's namespace).
+  std::vector<std::string> source_paths;
+  auto close_sources = [&] {
+    for (int& f : source_fds)
+      close_fd(f);
+  };
+  auto fail = [&](box_error e) -> result<std::shared_ptr<backend_session>> {
+    close_sources();
+    s->teardown();
+    return e;
+  };
+  auto open_source = [&](const std::string& path, mount_mode mode) -> box_error {
+    if (!fs::exists(path, err)) {
+      if (mode != mount_mode::rw)
+        return make_box_error(ec::box_error, "host path " + path + " does not exist");
+      fs::create_directories(path, err);
+      if (err)
+        return make_box_error(ec::box_error, "cannot create " + path + ": " + err.message());
+    }
+    int fd = high_fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+    if (fd < 0)
+      return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
+    source_fds.push_back(fd);
+    source_paths.push_back(fs::canonical(path, err).string());
+    return {};
+  };
+
+  // Workspace: the spec's host path (under its quota image when it has one), else a
+  // private folder of the session.
+  bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  if (has_host) {
+    if (spec.workspace_quota_mb > 0) {
+      auto name = managed_tenant_name(spec.host_path);
+      if (name.empty())
+        name = "path-" + sha256_hex(spec.host_path).substr(0, 24);
+      auto lease = impl_->quota->acquire(name, spec.host_path, spec.workspace_quota_mb);
+      if (!lease)
+        return fail(lease.error());
+      s->leases.push_back(std::move(lease.value()));
+    }
+    if (auto e = open_source(spec.host_path, spec.host_path_mode))
+      return fail(e);
+    if (spec.host_path_mode == mount_mode::rw)
+      hand_over(spec.host_path, opts_.uid, opts_.gid);
+  } else if (spec.workspace_quota_mb <= 0) {
+    s->private_dir = opts_.state_dir + "/sessions/" + sid;
+    fs::create_directories(s->private_dir + "/workspace", err);
+    if (err)
+      return fail(make_box_error(ec::box_error, "cannot create " + s->private_dir + ": " + err.message()));
+    hand_over(s->private_dir + "/workspace", opts_.uid, opts_.gid);
+    if (auto e = open_source(s->private_dir + "/workspace", mount_mode::rw))
+      return fail(e);
+  }
+  // The workspace's skill storage has a hard quota of its own.
+  if (!opts_.skills_tenants_dir.empty() && has_host) {
+    if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
+      auto lease = impl_->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
+                                         opts_.skills_quota_mb);
+      if (!lease)
+        return fail(lease.error());
+      s->leases.push_back(std::move(lease.value()));
+    }
+  }
+  for (auto& m : spec.extra_mounts) {
+    if (m.mode == mount_mode::none)
+      continue;
+    if (auto e = open_source(m.host_path, m.mode))
+      return fail(e);
+    if (m.mode == mount_mode::rw)
+      hand_over(m.host_path, opts_.uid, opts_.gid);
+  }
+  {
+    int fd = high_fd(::open(opts_.init_path.c_str(), O_PATH | O_CLOEXEC));
+    if (fd < 0)
+      return fail(make_box_error(ec::box_error, "cannot open " + opts_.init_path + ": " + std::strerror(errno)));
+    source_fds.push_back(fd);
+    source_paths.push_back(fs::canonical(opts_.init_path, err).string());
+  }
+  int seccomp_fd = -1;
+  {
+    // bwrap reads the filter from a descriptor of its own (a fresh memfd per sandbox:
+    // the read offset is shared between duplicates).
+    seccomp_fd = high_fd(::memfd_create("boxrt-seccomp", MFD_CLOEXEC));
+    source_fds.push_back(seccomp_fd); // closed with the sources
+    if (seccomp_fd < 0 || !write_all(seccomp_fd, impl_->seccomp) || ::lseek(seccomp_fd, 0, SEEK_SET) != 0)
+      return fail(make_box_error(ec::box_error, std::string{"cannot pass the seccomp filter: "} + std::strerror(errno)));
+  }
+
+  // Limits: the cgroup the launcher joins before it becomes bwrap.
+  if (impl_->cgroups) {
+    cgroup_limits limits;
+    limits.memory_bytes = spec.memory_mb * 1048576;
+    limits.pids = spec.pids_limit + opts_.pids_overhead;
+    limits.cpus = spec.cpus;
+    auto g = impl_->cgroups->create(sid, limits);
+    if (!g)
+      return fail(g.error());
+    s->group = std::move(g.value());
+  }
+
+  constexpr int child_seccomp_fd = 3;
+  auto args = build_args(spec, child_seccomp_fd, spec.network == network_mode::on);
+  std::vector<char*> argv;
+  for (auto& x : args)
+    argv.push_back(x.data());
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+
+  // Staging: the unprivileged bwrap cannot reach a source whose parent folders it may
+  // not traverse (a 0700 data folder, say). So the launcher, still root, makes itself a
+  // private mount namespace, mounts a tmpfs on the staging folder there and binds each
+  // source (by its open descriptor) to <stage>/<n>; bwrap binds from those. Nothing of
+  // this is visible on the host, and it all goes when the sandbox ends.
+  std::vector<std::string> stage_from, stage_to;
+  std::vector<char> stage_is_dir;
+  for (size_t i = 0; i + 1 < source_fds.size(); ++i) { // the last one is the seccomp memfd
+    stage_from.push_back(source_paths[i]);
+    stage_to.push_back(stage_root_ + "/" + std::to_string(i));
+    struct stat st{};
+    stage_is_dir.push_back(::fstat(source_fds[i], &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0);
+  }
+  auto stage_root = stage_root_;
+
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
+    return fail(make_box_error(ec::box_error, std::string{"cannot create pipes: "} + std::strerror(errno)));
+  for (int* p : {in_pipe, out_pipe, err_pipe}) {
+    p[0] = high_fd(p[0]);
+    p[1] = high_fd(p[1]);
+  }
+  std::vector<int> join = s->group ? s->group->join_fds() : std::vector<int>{};
+  auto uid = opts_.uid, gid = opts_.gid;
+  auto bwrap = opts_.bwrap_path;
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // The launcher: plain system calls only, then exec bwrap.
+    auto die = [&](const char* what) {
+      (void)!::write(err_pipe[1], what, std::strlen(what));
+      ::_exit(120);
+    };
+    for (int fd : join)
+      if (::write(fd, "0", 1) != 1)
+        die("bwrap launcher: cannot join the session's cgroup");
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+      // bwrap and boxrt-init are not what the out-of-memory killer should pick; the
+      // command resets itself to 0. -999 (not -1000) keeps every process killable.
+      (void)!::write(fd, "-999", 4);
+      ::close(fd);
+    }
+    rlimit core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &core);
+    rlimit fsize{512ull << 20, 512ull << 20};
+    ::setrlimit(RLIMIT_FSIZE, &fsize);
+    rlimit nofile{1024, 1024};
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+    ::setsid();
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0
+        || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
+      die("bwrap launcher: cannot prepare the staging mounts");
+    for (size_t i = 0; i < stage_to.size(); ++i) {
+      if (stage_is_dir[i]) {
+        if (::mkdir(stage_to[i].c_str(), 0755) != 0)
+          die("bwrap launcher: cannot create a staging folder");
+      } else {
+        int f = ::open(stage_to[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0)
+          die("bwrap launcher: cannot create a staging file");
+        ::close(f);
+      }
+      if (::mount(stage_from[i].c_str(), stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        die("bwrap launcher: cannot stage a mount source");
+    }
+    if (::dup2(in_pipe[0], 0) < 0 || ::dup2(out_pipe[1], 1) < 0 || ::dup2(err_pipe[1], 2) < 0
+        || ::dup2(seccomp_fd, child_seccomp_fd) < 0)
+      ::_exit(121);
+    ::close_range(child_seccomp_fd + 1, ~0u, 0);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
+      ::_exit(123);
+    ::execve(bwrap.c_str(), argv.data(), envp);
+    ::_exit(127);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  close_sources();
+  if (s->group)
+    s->group->close_join_fds();
+  s->to_init = in_pipe[1];
+  s->from_init = out_pipe[0];
+  s->errors = err_pipe[0];
+  if (pid < 0)
+    return fail(make_box_error(ec::box_error, std::string{"cannot start bwrap: "} + std::strerror(errno)));
+  s->pid = pid;
+
+  std::string payload;
+  auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
+  auto st = read_frame(s->from_init, payload, deadline, nullptr);
+  if (st != read_status::ok || proto::reader{payload}.field() != std::optional<std::string_view>{"ready"}) {
+    auto why = read_available(s->errors);
+    if (why.empty())
+      why = st == read_status::timeout ? "no answer within " + std::to_string(opts_.start_timeout_ms) + " ms"
+                                       : "it exited at start";
+    return fail(make_box_error(ec::box_error, "bwrap could not start the sandbox: " + why));
+  }
+  spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, pid);
+  return std::shared_ptr<backend_session>{std::move(s)};
+}
+
+result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec& spec,
+                                        const exec_limits& limits) {
+  auto* s = dynamic_cast<bwrap_session*>(&session);
+  if (s == nullptr)
+    return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
+  std::lock_guard lock{s->exec_mtx};
+  exec_result out;
+  out.session_id = spec.session_id;
+  out.backend_name = "bwrap";
+  if (s->interrupted_) {
+    out.exit_code = 137;
+    out.stderr_text = "interrupted";
+    return out;
+  }
+  if (!s->alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  proto::exec_request req;
+  req.workdir = spec.workdir;
+  req.cmd = spec.cmd;
+  req.max_output_bytes = limits.max_output_bytes;
+  req.env = {std::string{"PATH="} + sandbox_path, "HOME=/home", "PYTHONUNBUFFERED=1", "LANG=C.UTF-8"};
+  for (auto& [k, v] : spec.env)
+    req.env.push_back(k + "=" + v);
+  auto oom_before = s->group ? s->group->oom_kills() : 0;
+  auto t0 = clock_type::now();
+  auto timeout = std::chrono::seconds{spec.timeout_sec};
+  std::string payload;
+  auto st = write_all(s->to_init, proto::encode(req))
+              ? read_frame(s->from_init, payload, t0 + timeout, &s->interrupted_)
+              : read_status::closed;
+  auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
+  auto oom = s->group && s->group->oom_kills() > oom_before;
+  if (st == read_status::timeout) {
+    // The whole process tree goes (the pid namespace with it); the session is over.
+    s->kill_sandbox();
+    out.status = exec_status::timed_out;
+    out.exit_code = -1;
+    out.stderr_text = "Command timed out after " + std::to_string(spec.timeout_sec) + " seconds.";
+    out.duration_ms = elapsed;
+    return out;
+  }
+  if (st == read_status::closed) {
+    s->kill_sandbox();
+    if (s->interrupted_) {
+      out.exit_code = 137;
+      out.stderr_text = "interrupted";
+      return out;
+    }
+    if (oom) {
+      // The out-of-memory killer took the sandbox's own process: report it as such.
+      out.exit_code = 137;
+      out.stderr_text = "out of memory";
+      out.duration_ms = elapsed;
+      return out;
+    }
+    auto why = read_available(s->errors);
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " exited during the command"
+                                           + (why.empty() ? std::string{} : ": " + why));
+  }
+  auto reply = proto::decode_reply(payload);
+  if (!reply) {
+    s->kill_sandbox();
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " sent a malformed reply");
+  }
+  out.exit_code = reply->exit_code;
+  out.stdout_text = clip_captured(reply->stdout_kept, reply->stdout_total, limits.max_output_bytes);
+  out.stderr_text = reply->error.empty()
+                      ? clip_captured(reply->stderr_kept, reply->stderr_total, limits.max_output_bytes)
+                      : reply->error;
+  out.duration_ms = reply->duration_ms;
+  if (oom) {
+    if (out.exit_code != 0)
+      out.exit_code = 137;
+    out.stderr_text += out.stderr_text.empty() ? "out of memory" : "\nout of memory";
+  }
+  return out;
+}
+
+void bwrap_backend::stop_session(backend_session& session) {
+  if (auto* s = dynamic_cast<bwrap_session*>(&session))
+    s->teardown();
+}
+
+void bwrap_backend::cleanup_orphans() {
+  if (!unavailable_.empty())
+    return;
+  // Everything an earlier run of this boxd left: its sandboxes (all inside its own
+  // cgroups), its quota mounts, its private session folders.
+  if (impl_->cgroups)
+    impl_->cgroups->remove_all();
+  impl_->quota->cleanup_recorded();
+  std::error_code err;
+  fs::remove_all(opts_.state_dir + "/sessions", err);
+  fs::remove_all(opts_.state_dir + "/probe", err);
+}
+
+std::string bwrap_backend::self_test() {
+  if (!unavailable_.empty())
+    return unavailable_;
+  box_spec spec;
+  spec.session_id = "self-test";
+  spec.cmd = "true";
+  spec.timeout_sec = 10;
+  auto s = start_session(spec);
+  if (!s)
+    return s.error().message;
+  auto r = exec(**s, spec, exec_limits{});
+  stop_session(**s);
+  if (!r)
+    return r.error().message;
+  if (r->exit_code != 0)
+    return "a probe sandbox could not run `true`: " + r->stderr_text;
+  return {};
+}
+
+readiness_report bwrap_backend::probe_readiness(const std::string& workspace_path, bool strict) {
+  (void)workspace_path;
+  (void)strict;
+  readiness_report r;
+  r.backend_name = "bwrap";
+  r.isolating = true;
+  for (const char* key : {"cgroup_v2", "resource_limits", "namespace_isolation", "mount_isolation",
+                          "network_isolation", "hard_workspace_quota", "hard_skill_storage_quota",
+                          "bounded_ephemeral_storage", "inode_quota"})
+    r.details[key] = false;
+  r.available = unavailable_.empty();
+  if (!r.available) {
+    r.error = unavailable_;
+    return r;
+  }
+  r.limits_mechanism = impl_->cgroups ? "cgroup_v1" : "rlimit";
+  std::lock_guard lock{impl_->probe_mtx};
+  // Storage: kernel facts, probed once (mkfs and mount are not free).
+  if (!impl_->storage_ok) {
+    impl_->storage_ok = impl_->quota->probe(opts_.state_dir + "/probe/storage", &impl_->storage_reason);
+    if (!*impl_->storage_ok)
+      spdlog::warn("bwrap: hard quotas are not available: {}", impl_->storage_reason);
+  }
+  // A real throw-away sandbox: marker file through the workspace bind, its own
+  // namespaces, no network, sized /tmp.
+  auto dir = opts_.state_dir + "/probe/ws-" + std::to_string(impl_->next_id++);
+  std::error_code err;
+  fs::create_directories(dir, err);
+  box_spec spec;
+  spec.session_id = "readiness";
+  spec.host_path = dir;
+  spec.host_path_mode = mount_mode::rw;
+  spec.memory_mb = 64;
+  spec.pids_limit = 16;
+  spec.timeout_sec = 10;
+  spec.cmd = "echo readiness > /workspace/.mounted; for n in net mnt pid user uts ipc; do readlink "
+             "/proc/self/ns/$n; done; stat -f -c '%b %S' /tmp; grep -c . /proc/net/dev; "
+             "touch /probe-rootfs 2>/dev/null && echo rootfs-writable || echo rootfs-readonly";
+  auto probe = [&]() -> std::string {
+    auto started = start_session(spec);
+    if (!started)
+      return started.error().message;
+    auto res = exec(**started, spec, exec_limits{});
+    stop_session(**started);
+    if (!res)
+      return res.error().message;
+    if (res->exit_code != 0)
+      return "probe command failed: " + res->stderr_text;
+    std::vector<std::string> lines;
+    std::istringstream in{res->stdout_text};
+    for (std::string l; std::getline(in, l);)
+      lines.push_back(l);
+    if (lines.size() < 9)
+      return "probe output incomplete";
+    const char* names[] = {"net", "mnt", "pid", "user", "uts", "ipc"};
+    bool all_differ = true;
+    for (int i = 0; i < 6; ++i) {
+      auto host = fs::read_symlink(std::string{"/proc/self/ns/"} + names[i], err).string();
+      if (host.empty() || lines[i] == host)
+        all_differ = false;
+      if (i == 0)
+        r.details["network_isolation"] = !host.empty() && lines[0] != host
+                                         && lines[7] == "3"; // header lines + lo only
+    }
+    r.details["namespace_isolation"] = all_differ;
+    std::ifstream marker{dir + "/.mounted"};
+    std::string text;
+    std::getline(marker, text);
+    r.details["mount_isolation"] = text == "readiness" && lines[8] == "rootfs-readonly";
+    std::istringstream tmp{lines[6]};
+    int64_t blocks = 0, bsize = 0;
+    tmp >> blocks >> bsize;
+    r.details["bounded_ephemeral_storage"] =
+      blocks > 0 && bsize > 0 && blocks * bsize <= opts_.tmp_size_mb * 1048576;
+    return {};
+  };
+  auto error = probe();
+  fs::remove_all(dir, err);
+  if (!error.empty()) {
+    r.error = error;
+    spdlog::warn("bwrap: readiness probe failed: {}", error);
+  }
+  r.details["resource_limits"] = impl_->cgroups != nullptr && error.empty();
+  bool storage = *impl_->storage_ok;
+  r.details["hard_workspace_quota"] = storage;
+  r.details["inode_quota"] = storage;
+  r.details["hard_skill_storage_quota"] = storage && !opts_.skills_tenants_dir.empty();
+  if (!r.details["bounded_ephemeral_storage"])
+    r.details["bounded_ephemeral_storage"] = false;
+  return r;
+}
+
+} // namespace boxrt

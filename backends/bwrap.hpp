@@ -1,0 +1,82 @@
+// The bwrap backend: one bubblewrap sandbox per physical session, kept warm by
+// boxrt-init (app/boxrt_init.cpp) which runs every exec inside the sandbox's existing
+// namespaces. Limits through cgroup v1, hard workspace quotas through loop-mounted ext4
+// images, /tmp and /home as sized tmpfs, a seccomp filter, all capabilities dropped and
+// the command running as an unprivileged host uid. See docs/sandbox.md.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+
+namespace boxrt {
+
+class cgroup_v1;
+class loop_quota;
+
+struct bwrap_options {
+  /// bubblewrap; "" = look up `bwrap` on PATH.
+  std::string bwrap_path;
+  /// boxrt-init; "" = `boxrt-init` beside the running executable.
+  std::string init_path;
+  /// This boxd's own state: session records, quota images, mount records, lock.
+  std::string state_dir = "data/box/state";
+  /// Host uid and gid the sandboxed commands run as (never root).
+  uint32_t uid = 64000;
+  uint32_t gid = 64000;
+  /// Sizes of the private tmpfs mounts.
+  int64_t tmp_size_mb = 64;
+  int64_t home_size_mb = 16;
+  /// Where per-workspace skill-storage images are mounted (the skills root's tenants
+  /// folder); "" = none.
+  std::string skills_tenants_dir;
+  int64_t skills_quota_mb = 64;
+  /// cgroup v1 root; "" = no cgroups (limits then only by rlimits).
+  std::string cgroup_root = "/sys/fs/cgroup";
+  /// Processes of the sandbox itself (bwrap twice, boxrt-init) added to pids_limit.
+  int64_t pids_overhead = 3;
+  /// How long a sandbox may take to report ready.
+  int start_timeout_ms = 15000;
+};
+
+class bwrap_backend : public backend {
+ public:
+  explicit bwrap_backend(bwrap_options options);
+  ~bwrap_backend() override;
+
+  /// Why this backend cannot run here ("" when it can): bwrap or boxrt-init missing,
+  /// not root, the state directory owned by another live boxd.
+  const std::string& unavailable_reason() const { return unavailable_; }
+
+  /// Starts a throw-away sandbox and runs `true` in it; "" when that works, else why.
+  /// Blocking (about 15 ms).
+  std::string self_test();
+
+  std::string name() const override { return "bwrap"; }
+  bool isolating() const override { return true; }
+  readiness_report probe_readiness(const std::string& workspace_path, bool strict) override;
+  result<std::shared_ptr<backend_session>> start_session(const box_spec& spec) override;
+  result<exec_result> exec(backend_session& session, const box_spec& spec,
+                           const exec_limits& limits) override;
+  void stop_session(backend_session& session) override;
+  void cleanup_orphans() override;
+
+  /// The bwrap argument list of a session (for tests and logs). Host sources (the
+  /// workspace, extra mounts, boxrt-init, in that order) appear as the staging paths
+  /// `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from `seccomp_fd`.
+  std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network) const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  bwrap_options opts_;
+  /// Where host sources are bind-mounted, inside the launcher's private mount
+  /// namespace, for the unprivileged bwrap to bind from (see start_session).
+  std::string stage_root_;
+  std::string unavailable_;
+};
+
+} // namespace boxrt

@@ -1,0 +1,203 @@
+#include "backends/cgroup.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+namespace boxrt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* controllers[] = {"memory", "pids", "cpu"};
+
+box_error write_file(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
+  auto n = ::write(fd, value.data(), value.size());
+  int e = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size()))
+    return make_box_error(ec::box_error, "cannot write " + path + ": " + std::strerror(e));
+  return {};
+}
+
+std::vector<pid_t> procs_of(const std::string& dir) {
+  std::vector<pid_t> out;
+  std::ifstream in{dir + "/cgroup.procs"};
+  pid_t p;
+  while (in >> p)
+    out.push_back(p);
+  return out;
+}
+
+void kill_dir(const std::string& dir) {
+  // Processes may fork while we kill: repeat until the group is empty (bounded).
+  for (int round = 0; round < 200; ++round) {
+    auto pids = procs_of(dir);
+    if (pids.empty())
+      return;
+    for (auto p : pids)
+      ::kill(p, SIGKILL);
+    ::usleep(round < 10 ? 1000 : 10000);
+  }
+  spdlog::warn("cgroup: processes in {} survived SIGKILL", dir);
+}
+
+/// rmdir fails with EBUSY while killed processes are still exiting: retry briefly.
+void remove_dir(const std::string& dir) {
+  for (int round = 0; round < 200; ++round) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT)
+      return;
+    if (errno != EBUSY) {
+      spdlog::warn("cgroup: cannot remove {}: {}", dir, std::strerror(errno));
+      return;
+    }
+    kill_dir(dir);
+    ::usleep(round < 10 ? 1000 : 10000);
+  }
+  spdlog::warn("cgroup: {} stayed busy", dir);
+}
+
+} // namespace
+
+cgroup_v1::cgroup_v1(std::string root, std::string base)
+  : root_(std::move(root)), base_(std::move(base)) {
+}
+
+std::string cgroup_v1::controller_dir(const char* controller) const {
+  return root_ + "/" + controller + "/" + base_;
+}
+
+bool cgroup_v1::usable(std::string* why) const {
+  auto probe = create("probe-" + std::to_string(::getpid()),
+                      cgroup_limits{64 << 20, 16, 0.5});
+  if (!probe) {
+    if (why)
+      *why = probe.error().message;
+    return false;
+  }
+  (*probe)->destroy();
+  return true;
+}
+
+result<std::unique_ptr<cgroup_v1::group>> cgroup_v1::create(const std::string& name,
+                                                            const cgroup_limits& limits) const {
+  std::unique_ptr<group> g{new group()};
+  g->name_ = name;
+  for (auto* c : controllers) {
+    if (!fs::is_directory(root_ + "/" + c))
+      return make_box_error(ec::box_error, std::string{"cgroup v1 controller "} + c + " is not mounted");
+    std::error_code err;
+    auto dir = controller_dir(c) + "/" + name;
+    fs::create_directories(dir, err);
+    if (err)
+      return make_box_error(ec::box_error, "cannot create cgroup " + dir + ": " + err.message());
+    g->dirs_.push_back(dir);
+  }
+  g->memory_dir_ = g->dirs_[0];
+  g->pids_dir_ = g->dirs_[1];
+  auto fail = [&](box_error e) -> result<std::unique_ptr<group>> {
+    g->destroy();
+    return e;
+  };
+  if (limits.memory_bytes > 0) {
+    if (auto e = write_file(g->memory_dir_ + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes)))
+      return fail(e);
+    // No swap either, where swap accounting exists (limit must be >= memory limit).
+    if (fs::exists(g->memory_dir_ + "/memory.memsw.limit_in_bytes"))
+      (void)write_file(g->memory_dir_ + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
+  }
+  if (limits.pids > 0)
+    if (auto e = write_file(g->pids_dir_ + "/pids.max", std::to_string(limits.pids)))
+      return fail(e);
+  if (limits.cpus > 0) {
+    auto quota = static_cast<int64_t>(std::llround(limits.cpus * 100000.0));
+    if (auto e = write_file(g->dirs_[2] + "/cpu.cfs_period_us", "100000"))
+      return fail(e);
+    if (auto e = write_file(g->dirs_[2] + "/cpu.cfs_quota_us", std::to_string(std::max<int64_t>(quota, 1000))))
+      return fail(e);
+  }
+  for (auto& d : g->dirs_) {
+    int fd = ::open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return fail(make_box_error(ec::box_error, "cannot open " + d + "/cgroup.procs: " + std::strerror(errno)));
+    g->join_fds_.push_back(fd);
+  }
+  return g;
+}
+
+void cgroup_v1::remove_all() const {
+  for (auto* c : controllers) {
+    auto base = controller_dir(c);
+    std::error_code err;
+    if (!fs::is_directory(base, err))
+      continue;
+    for (auto& entry : fs::directory_iterator{base, err}) {
+      if (!entry.is_directory())
+        continue;
+      kill_dir(entry.path().string());
+      remove_dir(entry.path().string());
+    }
+    ::rmdir(base.c_str());
+  }
+}
+
+void cgroup_v1::remove_base() const {
+  for (auto* c : controllers)
+    ::rmdir(controller_dir(c).c_str()); // only when empty: live groups keep it
+}
+
+cgroup_v1::group::~group() {
+  destroy();
+}
+
+void cgroup_v1::group::close_join_fds() {
+  for (int fd : join_fds_)
+    ::close(fd);
+  join_fds_.clear();
+}
+
+int64_t cgroup_v1::group::oom_kills() const {
+  std::ifstream in{memory_dir_ + "/memory.oom_control"};
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value)
+    if (key == "oom_kill")
+      return value;
+  return 0;
+}
+
+void cgroup_v1::group::kill_all() const {
+  if (!pids_dir_.empty())
+    kill_dir(pids_dir_);
+}
+
+void cgroup_v1::group::signal_all() const {
+  if (!pids_dir_.empty())
+    for (auto p : procs_of(pids_dir_))
+      ::kill(p, SIGKILL);
+}
+
+void cgroup_v1::group::destroy() {
+  if (destroyed_)
+    return;
+  destroyed_ = true;
+  close_join_fds();
+  kill_all();
+  for (auto& d : dirs_)
+    remove_dir(d);
+}
+
+} // namespace boxrt

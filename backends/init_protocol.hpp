@@ -1,0 +1,187 @@
+// The pipe protocol between the bwrap backend and `boxrt-init`, the small process of
+// ours that keeps a warm sandbox alive and runs each exec inside it. Plain C++, shared
+// by both sides; no allocation tricks, no dependencies.
+//
+// Framing: every message is a 4-byte little-endian length, then that many bytes of
+// fields. A field is a 4-byte little-endian length and its bytes. Numbers travel as
+// decimal text.
+//
+//   init -> host, once at start:  "ready"
+//   host -> init, per exec:       workdir, cmd, max_output_bytes, env count, KEY=VALUE...
+//   init -> host, per exec:       "result", exit code, stdout kept, stdout total,
+//                                 stderr kept, stderr total, duration ms, error
+// A non-empty `error` means the command did not start (workdir or fork failure); its
+// text is the stderr the caller sees, with exit code 1 as `sh -c 'mkdir -p ...'` gives.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace boxrt::init_protocol {
+
+/// Upper bound of one frame; larger lengths mean a broken peer.
+inline constexpr uint32_t max_frame_bytes = 64u << 20;
+
+struct exec_request {
+  std::string workdir;
+  std::string cmd;
+  int64_t max_output_bytes = 1048576;
+  std::vector<std::string> env;
+};
+
+struct exec_reply {
+  int64_t exit_code = 0;
+  std::string stdout_kept;
+  uint64_t stdout_total = 0;
+  std::string stderr_kept;
+  uint64_t stderr_total = 0;
+  int64_t duration_ms = 0;
+  std::string error;
+};
+
+inline void put_u32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+inline uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+/// Builds the payload of one frame field by field.
+class writer {
+ public:
+  writer& field(std::string_view s) {
+    put_u32(body_, static_cast<uint32_t>(s.size()));
+    body_.append(s);
+    return *this;
+  }
+  writer& number(int64_t v) { return field(std::to_string(v)); }
+
+  /// The whole frame: length prefix and payload.
+  std::string frame() const {
+    std::string out;
+    put_u32(out, static_cast<uint32_t>(body_.size()));
+    out += body_;
+    return out;
+  }
+
+ private:
+  std::string body_;
+};
+
+/// Reads the fields of one payload; every accessor fails soft (nullopt) on bad input.
+class reader {
+ public:
+  explicit reader(std::string_view payload) : rest_(payload) {}
+
+  std::optional<std::string_view> field() {
+    if (rest_.size() < 4)
+      return std::nullopt;
+    auto n = get_u32(rest_.data());
+    if (rest_.size() - 4 < n)
+      return std::nullopt;
+    auto out = rest_.substr(4, n);
+    rest_.remove_prefix(4 + n);
+    return out;
+  }
+
+  std::optional<int64_t> number() {
+    auto f = field();
+    if (!f || f->empty() || f->size() > 20)
+      return std::nullopt;
+    int64_t v = 0;
+    bool neg = false;
+    size_t i = 0;
+    if ((*f)[0] == '-') {
+      neg = true;
+      i = 1;
+    }
+    if (i == f->size())
+      return std::nullopt;
+    for (; i < f->size(); ++i) {
+      char c = (*f)[i];
+      if (c < '0' || c > '9')
+        return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    return neg ? -v : v;
+  }
+
+  bool done() const { return rest_.empty(); }
+
+ private:
+  std::string_view rest_;
+};
+
+inline std::string encode(const exec_request& r) {
+  writer w;
+  w.field(r.workdir).field(r.cmd).number(r.max_output_bytes).number(static_cast<int64_t>(r.env.size()));
+  for (auto& e : r.env)
+    w.field(e);
+  return w.frame();
+}
+
+inline std::optional<exec_request> decode_request(std::string_view payload) {
+  reader rd{payload};
+  exec_request r;
+  auto wd = rd.field();
+  auto cmd = rd.field();
+  auto max = rd.number();
+  auto n = rd.number();
+  if (!wd || !cmd || !max || !n || *n < 0 || *n > 4096)
+    return std::nullopt;
+  r.workdir = *wd;
+  r.cmd = *cmd;
+  r.max_output_bytes = *max;
+  for (int64_t i = 0; i < *n; ++i) {
+    auto e = rd.field();
+    if (!e)
+      return std::nullopt;
+    r.env.emplace_back(*e);
+  }
+  return rd.done() ? std::optional{std::move(r)} : std::nullopt;
+}
+
+inline std::string encode(const exec_reply& r) {
+  writer w;
+  w.field("result").number(r.exit_code).field(r.stdout_kept).number(static_cast<int64_t>(r.stdout_total));
+  w.field(r.stderr_kept).number(static_cast<int64_t>(r.stderr_total)).number(r.duration_ms).field(r.error);
+  return w.frame();
+}
+
+inline std::optional<exec_reply> decode_reply(std::string_view payload) {
+  reader rd{payload};
+  exec_reply r;
+  auto tag = rd.field();
+  auto code = rd.number();
+  auto out = rd.field();
+  auto out_total = rd.number();
+  auto err = rd.field();
+  auto err_total = rd.number();
+  auto ms = rd.number();
+  auto error = rd.field();
+  if (!tag || *tag != "result" || !code || !out || !out_total || !err || !err_total || !ms || !error
+      || !rd.done())
+    return std::nullopt;
+  r.exit_code = *code;
+  r.stdout_kept = *out;
+  r.stdout_total = static_cast<uint64_t>(*out_total);
+  r.stderr_kept = *err;
+  r.stderr_total = static_cast<uint64_t>(*err_total);
+  r.duration_ms = *ms;
+  r.error = *error;
+  return r;
+}
+
+inline std::string ready_frame() {
+  return writer{}.field("ready").frame();
+}
+
+} // namespace boxrt::init_protocol

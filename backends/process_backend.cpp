@@ -1,0 +1,213 @@
+// The process backend: a session is a host directory, an exec a host shell in it.
+#include "backends/process_backend.hpp"
+#include "backends/readiness_keys.hpp"
+#include "backends/session_dir.hpp"
+#include "backends/subprocess.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace boxrt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A session: its directory, and the sticky interrupt flag run_process polls.
+class process_session final : public backend_session {
+ public:
+  explicit process_session(std::string dir) : dir_{std::move(dir)} {
+  }
+
+  std::string id() const override {
+    return dir_;
+  }
+
+  bool alive() const override {
+    std::error_code err;
+    return !stopped_.load(std::memory_order_acquire) && fs::is_directory(dir_, err);
+  }
+
+  void interrupt() override {
+    interrupted_.store(true, std::memory_order_release);
+  }
+
+  void stop() noexcept {
+    interrupted_.store(true, std::memory_order_release);
+    stopped_.store(true, std::memory_order_release);
+  }
+
+  const std::string& dir() const noexcept {
+    return dir_;
+  }
+
+  const std::atomic<bool>& interrupted() const noexcept {
+    return interrupted_;
+  }
+
+ private:
+  std::string dir_;
+  std::atomic<bool> interrupted_{false};
+  std::atomic<bool> stopped_{false};
+};
+
+/// A normalised absolute sandbox path without a trailing '/' ("/" stays "/").
+std::string normal(const std::string& path) {
+  auto out = fs::path{path}.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/')
+    out.pop_back();
+  return out;
+}
+
+std::string host_path_env() {
+  const char* path = std::getenv("PATH");
+  return path != nullptr && *path != '\0' ? path : default_path;
+}
+
+} // namespace
+
+std::string process_host_workdir(const box_spec& spec, const std::string& session_dir) {
+  std::vector<std::pair<std::string, std::string>> mounts;
+  auto main_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none
+                     ? spec.host_path
+                     : session_dir + "/workspace";
+  mounts.emplace_back(normal(spec.mount_path), main_host);
+  for (const auto& m : spec.extra_mounts)
+    if (m.mode != mount_mode::none)
+      mounts.emplace_back(normal(m.mount_path), m.host_path);
+  auto workdir = normal(spec.workdir);
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& mount : mounts) {
+    const auto& at = mount.first;
+    auto inside = at == "/" || workdir == at
+                  || (workdir.size() > at.size() && workdir.starts_with(at)
+                      && workdir[at.size()] == '/');
+    if (inside && (best == nullptr || at.size() > best->first.size()))
+      best = &mount;
+  }
+  if (best == nullptr)
+    return session_dir + "/root" + workdir;
+  auto rest = best->first == "/" ? workdir : workdir.substr(best->first.size());
+  if (rest == "/")
+    rest.clear();
+  return best->second + rest;
+}
+
+process_backend::process_backend(std::string base_dir, std::string instance_id)
+  : base_dir_{normal(fs::absolute(base_dir).string())},
+    instance_id_{instance_id.empty() ? random_hex(12) : std::move(instance_id)} {
+  spdlog::warn("process backend runs commands on the host without any isolation "
+               "(sessions under {})",
+               base_dir_);
+}
+
+readiness_report process_backend::probe_readiness(const std::string&, bool) {
+  std::error_code err;
+  fs::create_directories(base_dir_, err);
+  auto report = unready_report("process", !err, false);
+  if (err)
+    report.error = "cannot create " + base_dir_ + ": " + err.message();
+  return report;
+}
+
+result<std::shared_ptr<backend_session>> process_backend::start_session(const box_spec& spec) {
+  if (auto err = check_host_denylist(spec))
+    return err;
+  std::error_code err;
+  if (!spec.host_path.empty() && spec.host_path_mode == mount_mode::rw) {
+    fs::create_directories(spec.host_path, err);
+    if (err)
+      return make_box_error(ec::box_error, "process backend error: cannot create host_path "
+                                             + spec.host_path + ": " + err.message());
+  }
+  auto dir = session_dir_path(base_dir_, instance_id_, spec.session_id);
+  for (const auto* sub : {"workspace", "home", "root"}) {
+    fs::create_directories(dir + "/" + sub, err);
+    if (err) {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+      return make_box_error(ec::box_error, "process backend error: cannot create session "
+                                             "directory " + dir + ": " + err.message());
+    }
+  }
+  spdlog::info("process backend: session {} started in {}", spec.session_id, dir);
+  return std::shared_ptr<backend_session>{std::make_shared<process_session>(std::move(dir))};
+}
+
+result<exec_result> process_backend::exec(backend_session& session, const box_spec& spec,
+                                          const exec_limits& limits) {
+  auto started = std::chrono::steady_clock::now();
+  auto* self = dynamic_cast<process_session*>(&session);
+  if (self == nullptr)
+    return make_box_error(ec::box_error, "process backend got a session of another backend");
+  exec_result out;
+  out.session_id = spec.session_id;
+  out.backend_name = "process";
+  if (self->interrupted().load(std::memory_order_acquire)) {
+    out.exit_code = 137;
+    out.stderr_text = "interrupted";
+    return out;
+  }
+
+  auto workdir = shell_quote(process_host_workdir(spec, self->dir()));
+  std::map<std::string, std::string> env{{"PATH", host_path_env()},
+                                         {"HOME", self->dir() + "/home"}};
+  for (const auto& [key, value] : spec.env)
+    env[key] = value;
+  run_options options;
+  options.argv = {"/bin/sh", "-c",
+                  "mkdir -p " + workdir + " && cd " + workdir + " && " + spec.cmd};
+  for (const auto& [key, value] : env)
+    options.env.push_back(key + "=" + value);
+  options.cwd = self->dir();
+  options.timeout = std::chrono::seconds{spec.timeout_sec};
+  options.max_output_bytes = limits.max_output_bytes;
+
+  auto run = run_process(options, &self->interrupted());
+  if (!run.started)
+    return make_box_error(ec::box_error, "process backend error: " + run.error);
+  if (run.timed_out) {
+    out.status = exec_status::timed_out;
+    out.exit_code = -1;
+  } else if (run.interrupted) {
+    out.exit_code = run.exit_code;
+    run.stderr_text = run.stderr_text.empty() ? "interrupted" : run.stderr_text;
+  } else {
+    out.exit_code = run.exit_code;
+  }
+  out.stdout_text = std::move(run.stdout_text);
+  out.stderr_text = std::move(run.stderr_text);
+  out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+  return out;
+}
+
+void process_backend::stop_session(backend_session& session) {
+  auto* self = dynamic_cast<process_session*>(&session);
+  if (self == nullptr)
+    return;
+  self->stop();
+  std::error_code err;
+  fs::remove_all(self->dir(), err);
+  if (err)
+    spdlog::warn("process backend: cannot remove session directory {}: {}", self->dir(),
+                 err.message());
+}
+
+void process_backend::cleanup_orphans() {
+  if (auto n = remove_foreign_session_dirs(base_dir_, instance_id_); n > 0)
+    spdlog::info("process backend: removed {} session directories of earlier runs from {}", n,
+                 base_dir_);
+}
+
+} // namespace boxrt

@@ -1,0 +1,292 @@
+#include "backends/quota.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "messages/tenancy.hpp"
+
+extern char** environ;
+
+namespace boxrt {
+
+namespace fs = std::filesystem;
+
+std::string run_tool(const std::vector<std::string>& argv) {
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0)
+    return std::string{"pipe: "} + std::strerror(errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // boxd blocks SIGINT/SIGTERM in its threads and ignores SIGPIPE: the tool starts
+  // with an empty mask and default dispositions instead.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(err_pipe[1]);
+  if (rc != 0) {
+    ::close(err_pipe[0]);
+    return argv[0] + ": " + std::strerror(rc);
+  }
+  std::string err;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(err_pipe[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    if (err.size() < 65536)
+      err.append(buf, static_cast<size_t>(n));
+  }
+  ::close(err_pipe[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return {};
+  while (!err.empty() && (err.back() == '\n' || err.back() == ' '))
+    err.pop_back();
+  if (err.empty())
+    err = argv[0] + " failed with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  return err;
+}
+
+namespace {
+
+bool is_mount_point(const std::string& path) {
+  std::ifstream in{"/proc/self/mountinfo"};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields{line};
+    std::string id, parent, devno, root, point;
+    fields >> id >> parent >> devno >> root >> point;
+    if (point == path)
+      return true;
+  }
+  return false;
+}
+
+std::string record_name(const std::string& mount_point) {
+  return sha256_hex(mount_point).substr(0, 24);
+}
+
+box_error unmount(const std::string& mount_point) {
+  if (::umount2(mount_point.c_str(), 0) == 0 || errno == EINVAL || errno == ENOENT)
+    return {};
+  // Something still holds it (a process that is exiting): detach lazily; the loop
+  // device goes with the last reference.
+  if (::umount2(mount_point.c_str(), MNT_DETACH) == 0)
+    return {};
+  return make_box_error(ec::box_error, "cannot unmount " + mount_point + ": " + std::strerror(errno));
+}
+
+} // namespace
+
+loop_quota::loop_quota(std::string images_dir, std::string records_dir, uint32_t uid, uint32_t gid)
+  : images_dir_(std::move(images_dir)), records_dir_(std::move(records_dir)), uid_(uid), gid_(gid) {
+}
+
+loop_quota::lease::~lease() {
+  owner_.release(mount_point_);
+}
+
+box_error loop_quota::mount_image(const std::string& image, const std::string& mount_point) {
+  // nodev/nosuid: nothing on a tenant's image can become a device or gain privileges.
+  if (auto err = run_tool({"mount", "-o", "loop,nodev,nosuid", image, mount_point}); !err.empty())
+    return make_box_error(ec::box_error, "cannot mount the quota image of " + mount_point + ": " + err);
+  return {};
+}
+
+result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string& name,
+                                                                const std::string& mount_point,
+                                                                int64_t size_mb) {
+  std::lock_guard lock{mtx_};
+  auto shared = [&] { return std::shared_ptr<lease>{new lease(*this, mount_point)}; };
+  if (auto i = mounts_.find(mount_point); i != mounts_.end()) {
+    ++i->second;
+    return shared();
+  }
+  std::error_code err;
+  fs::create_directories(images_dir_, err);
+  fs::create_directories(records_dir_, err);
+  fs::create_directories(mount_point, err);
+  if (err)
+    return make_box_error(ec::box_error, "cannot create " + mount_point + ": " + err.message());
+  auto image = images_dir_ + "/" + name + ".ext4";
+  if (!fs::exists(image)) {
+    // Built under a temporary name: a failed mkfs never leaves a half image behind.
+    auto tmp = image + ".new";
+    fs::remove(tmp, err);
+    {
+      int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0)
+        return make_box_error(ec::box_error, "cannot create " + tmp + ": " + std::strerror(errno));
+      auto ok = ::ftruncate(fd, size_mb * 1048576) == 0;
+      ::close(fd);
+      if (!ok)
+        return make_box_error(ec::box_error, "cannot size " + tmp + ": " + std::strerror(errno));
+    }
+    auto owner = "root_owner=" + std::to_string(uid_) + ":" + std::to_string(gid_);
+    if (auto e = run_tool({"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", owner, tmp});
+        !e.empty()) {
+      fs::remove(tmp, err);
+      return make_box_error(ec::box_error, "cannot format the quota image of " + mount_point + ": " + e);
+    }
+    fs::rename(tmp, image, err);
+    if (err)
+      return make_box_error(ec::box_error, "cannot create " + image + ": " + err.message());
+  }
+  // The record comes first, so a crash between mount and record cannot hide a mount.
+  {
+    std::ofstream rec{records_dir_ + "/" + record_name(mount_point)};
+    rec << mount_point << "\n";
+  }
+  if (!is_mount_point(mount_point))
+    if (auto e = mount_image(image, mount_point)) {
+      fs::remove(records_dir_ + "/" + record_name(mount_point), err);
+      return e;
+    }
+  mounts_[mount_point] = 1;
+  return shared();
+}
+
+void loop_quota::release(const std::string& mount_point) {
+  std::lock_guard lock{mtx_};
+  auto i = mounts_.find(mount_point);
+  if (i == mounts_.end() || --i->second > 0)
+    return;
+  mounts_.erase(i);
+  if (auto e = unmount(mount_point))
+    spdlog::warn("quota: {}", e.message);
+  std::error_code err;
+  fs::remove(records_dir_ + "/" + record_name(mount_point), err);
+}
+
+void loop_quota::cleanup_recorded() {
+  std::lock_guard lock{mtx_};
+  std::error_code err;
+  if (!fs::is_directory(records_dir_, err))
+    return;
+  for (auto& entry : fs::directory_iterator{records_dir_, err}) {
+    std::ifstream in{entry.path()};
+    std::string mount_point;
+    std::getline(in, mount_point);
+    if (!mount_point.empty() && is_mount_point(mount_point)) {
+      spdlog::info("quota: unmounting {} left by an earlier run", mount_point);
+      if (auto e = unmount(mount_point))
+        spdlog::warn("quota: {}", e.message);
+    }
+    fs::remove(entry.path(), err);
+  }
+}
+
+void loop_quota::release_all() {
+  std::lock_guard lock{mtx_};
+  std::error_code err;
+  for (auto& [point, count] : mounts_) {
+    if (auto e = unmount(point))
+      spdlog::warn("quota: {}", e.message);
+    fs::remove(records_dir_ + "/" + record_name(point), err);
+  }
+  mounts_.clear();
+}
+
+bool loop_quota::probe(const std::string& scratch_dir, std::string* why) {
+  auto fail = [&](std::string text) {
+    if (why)
+      *why = std::move(text);
+    return false;
+  };
+  std::error_code err;
+  fs::create_directories(scratch_dir, err);
+  auto image = scratch_dir + "/probe.ext4";
+  auto point = scratch_dir + "/mnt";
+  fs::create_directories(point, err);
+  if (err)
+    return fail("cannot create " + point + ": " + err.message());
+  {
+    int fd = ::open(image.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::ftruncate(fd, 4 << 20) != 0) {
+      if (fd >= 0)
+        ::close(fd);
+      return fail("cannot create " + image);
+    }
+    ::close(fd);
+  }
+  auto cleanup = [&] {
+    (void)unmount(point);
+    fs::remove_all(scratch_dir, err);
+  };
+  if (auto e = run_tool({"mkfs.ext4", "-q", "-F", "-m", "0", "-N", "64", "-O", "^has_journal", image}); !e.empty()) {
+    cleanup();
+    return fail("mkfs.ext4: " + e);
+  }
+  if (auto e = mount_image(image, point)) {
+    cleanup();
+    return fail(e.message);
+  }
+  // Bytes: an 8 MiB write into a 4 MiB image must stop with ENOSPC.
+  bool bytes_capped = false;
+  {
+    int fd = ::open((point + "/fill").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    std::string chunk(1 << 20, 'x');
+    for (int i = 0; fd >= 0 && i < 8; ++i)
+      if (::write(fd, chunk.data(), chunk.size()) < 0) {
+        bytes_capped = errno == ENOSPC;
+        break;
+      }
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink((point + "/fill").c_str());
+  }
+  // Inodes: creating more files than the image has inodes must stop with ENOSPC.
+  bool inodes_capped = false;
+  for (int i = 0; i < 256; ++i) {
+    auto f = point + "/i" + std::to_string(i);
+    int fd = ::open(f.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      inodes_capped = errno == ENOSPC;
+      break;
+    }
+    ::close(fd);
+  }
+  cleanup();
+  if (!bytes_capped)
+    return fail("a loop-mounted ext4 image did not cap bytes");
+  if (!inodes_capped)
+    return fail("a loop-mounted ext4 image did not cap inodes");
+  return true;
+}
+
+} // namespace boxrt

@@ -1,0 +1,395 @@
+// The bwrap backend with real sandboxes (root, as CI runs). Every isolation claim has a
+// test that fails without it; controls (network on, a writable bind) show the probes
+// can see what they look for.
+#include "backends/bwrap.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "backends/registry.hpp"
+#include "messages/tenancy.hpp"
+
+using namespace boxrt;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool sandbox_capable() {
+  return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;
+}
+
+/// Real sandboxes need root and bubblewrap (as CI has); elsewhere these tests are skipped.
+boost::test_tools::assertion_result sandbox_precondition(boost::unit_test::test_unit_id) {
+  return {sandbox_capable()};
+}
+
+struct bwrap_fixture {
+  bwrap_fixture() {
+    char tmpl[] = "/tmp/boxrt-bwrap-test-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    opts.state_dir = root + "/state";
+    opts.skills_tenants_dir = root + "/skills/tenants";
+    opts.skills_quota_mb = 8;
+    backend = std::make_unique<bwrap_backend>(opts);
+  }
+  ~bwrap_fixture() {
+    backend->cleanup_orphans();
+    backend.reset();
+    std::error_code err;
+    fs::remove_all(root, err);
+  }
+
+  box_spec spec(std::string id, std::string host = {}) {
+    box_spec s;
+    s.session_id = std::move(id);
+    s.host_path = std::move(host);
+    s.timeout_sec = 20;
+    return s;
+  }
+
+  std::shared_ptr<backend_session> start(const box_spec& s) {
+    auto r = backend->start_session(s);
+    BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
+    return r.value();
+  }
+
+  exec_result run(backend_session& session, box_spec s, std::string cmd, int64_t cap = 1048576) {
+    s.cmd = std::move(cmd);
+    auto r = backend->exec(session, s, exec_limits{cap});
+    BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
+    return r.value();
+  }
+
+  std::string tenant(const std::string& hex24) { return root + "/workspaces/tenants/ws-" + hex24; }
+
+  std::string root;
+  bwrap_options opts;
+  std::unique_ptr<bwrap_backend> backend;
+};
+
+/// A TCP listener on host loopback; returns its port.
+struct host_listener {
+  host_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 16);
+    socklen_t n = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    port = ntohs(a.sin_port);
+  }
+  ~host_listener() { ::close(fd); }
+  int fd;
+  int port;
+};
+
+/// True while a `sleep <arg>` runs anywhere on the host.
+bool running(const std::string& arg) {
+  for (auto& e : fs::directory_iterator{"/proc"}) {
+    std::ifstream in{e.path() / "cmdline"};
+    std::string cmd, a;
+    std::getline(in, cmd, '\0');
+    std::getline(in, a, '\0');
+    if (cmd == "sleep" && a == arg)
+      return true;
+  }
+  return false;
+}
+
+std::string connect_cmd(int port) {
+  return "python3 -c \"import socket; socket.create_connection(('127.0.0.1', " + std::to_string(port)
+         + "), 2); print('connected')\"";
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(bwrap_suite, *boost::unit_test::precondition(sandbox_precondition))
+
+BOOST_FIXTURE_TEST_CASE(a_warm_session_keeps_state_between_execs_without_a_new_sandbox, bwrap_fixture) {
+  BOOST_REQUIRE_MESSAGE(backend->unavailable_reason().empty(), backend->unavailable_reason());
+  auto s = spec("warm");
+  auto session = start(s);
+  auto first = run(*session, s, "echo $PPID; echo state > /tmp/kept; echo out; echo err >&2; exit 3");
+  BOOST_TEST(first.exit_code == 3);
+  BOOST_TEST(first.stderr_text == "err");
+  auto second = run(*session, s, "echo $PPID; cat /tmp/kept; pwd");
+  // The same init (the shell's parent) served both: no sandbox per command.
+  std::istringstream a{first.stdout_text}, b{second.stdout_text};
+  std::string pa, pb;
+  a >> pa;
+  b >> pb;
+  BOOST_TEST(pa == pb);
+  BOOST_TEST(second.stdout_text.find("state") != std::string::npos);
+  BOOST_TEST(second.stdout_text.find("/workspace") != std::string::npos);
+  // The workdir is created by the init itself.
+  s.workdir = "/workspace/deep/er";
+  BOOST_TEST(run(*session, s, "pwd").stdout_text == "/workspace/deep/er");
+  backend->stop_session(*session);
+  BOOST_TEST(!session->alive());
+}
+
+BOOST_FIXTURE_TEST_CASE(output_is_capped_with_the_reference_notice, bwrap_fixture) {
+  auto s = spec("clip");
+  auto session = start(s);
+  auto r = run(*session, s, "head -c 5000 /dev/zero | tr '\\0' a", 1000);
+  BOOST_TEST(r.stdout_text == std::string(1000, 'a') + "\n... [raw output clipped at 1000 bytes, 4000 bytes discarded]");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(host_loopback_is_unreachable_unless_network_is_on, bwrap_fixture) {
+  host_listener host;
+  auto off = spec("net-off");
+  auto session = start(off);
+  auto r = run(*session, off, connect_cmd(host.port));
+  BOOST_TEST(r.exit_code != 0);
+  BOOST_TEST(r.stdout_text.find("connected") == std::string::npos);
+  backend->stop_session(*session);
+  // Control: the same probe reaches the listener when the spec asks for network.
+  auto on = spec("net-on");
+  on.network = network_mode::on;
+  auto open = start(on);
+  auto c = run(*open, on, connect_cmd(host.port));
+  BOOST_TEST(c.exit_code == 0);
+  BOOST_TEST(c.stdout_text == "connected");
+  backend->stop_session(*open);
+}
+
+BOOST_FIXTURE_TEST_CASE(host_files_outside_the_binds_are_invisible, bwrap_fixture) {
+  auto secret = root + "/secret.txt";
+  std::ofstream{secret} << "host secret";
+  auto s = spec("invisible");
+  auto session = start(s);
+  auto r = run(*session, s, "cat " + secret + "; ls /root /home/*/ 2>&1; test -e /etc/shadow && echo shadow; ls /");
+  BOOST_TEST(r.stdout_text.find("host secret") == std::string::npos);
+  BOOST_TEST(r.stdout_text.find("shadow") == std::string::npos);
+  BOOST_TEST(r.stdout_text.find("workspace") != std::string::npos);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(workspaces_cannot_see_each_other, bwrap_fixture) {
+  auto a_path = tenant("aaaaaaaaaaaaaaaaaaaaaaaa"), b_path = tenant("bbbbbbbbbbbbbbbbbbbbbbbb");
+  auto a = spec("ws-a", a_path), b = spec("ws-b", b_path);
+  auto sa = start(a), sb = start(b);
+  BOOST_TEST(run(*sa, a, "echo only-a > /workspace/a.txt; id -u").stdout_text == std::to_string(opts.uid));
+  // Written as the unprivileged sandbox uid, not as host root.
+  struct stat st{};
+  BOOST_REQUIRE(::stat((a_path + "/a.txt").c_str(), &st) == 0);
+  BOOST_TEST(st.st_uid == opts.uid);
+  auto r = run(*sb, b, "ls -a /workspace; cat " + a_path + "/a.txt; find / -name a.txt 2>/dev/null");
+  BOOST_TEST(r.stdout_text.find("only-a") == std::string::npos);
+  BOOST_TEST(r.stdout_text.find("a.txt") == std::string::npos);
+  backend->stop_session(*sa);
+  backend->stop_session(*sb);
+}
+
+BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_persists, bwrap_fixture) {
+  auto path = tenant("cccccccccccccccccccccccc");
+  auto s = spec("quota", path);
+  s.workspace_quota_mb = 8;
+  auto session = start(s);
+  auto r = run(*session, s, "dd if=/dev/zero of=/workspace/big bs=1M count=32 2>&1; echo kept > /workspace/small; df -k /workspace | tail -1");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.stdout_text.find("No space left on device") != std::string::npos);
+  // The host path is the mounted image: the file stops at the quota.
+  BOOST_TEST(fs::file_size(path + "/big") <= 8u * 1048576);
+  BOOST_TEST_MESSAGE(r.stdout_text);
+  auto files = run(*session, s, "i=0; while [ $i -lt 5000 ]; do printf '' 2>/dev/null > /workspace/f$i || break; i=$((i+1)); done; echo $i; printf '' > /workspace/again");
+  BOOST_TEST_MESSAGE(files.stdout_text << " / " << files.stderr_text);
+  BOOST_TEST(std::stoi(files.stdout_text) < 5000);
+  BOOST_TEST(files.stderr_text.find("No space left on device") != std::string::npos);
+  backend->stop_session(*session);
+  // Unmounted with the session, kept in the image: a new session sees the file again.
+  BOOST_TEST(!fs::exists(path + "/small"));
+  auto again = start(s);
+  BOOST_TEST(run(*again, s, "cat /workspace/small").stdout_text == "kept");
+  // The workspace's skill storage has an image of its own, mounted beside it.
+  BOOST_TEST(fs::exists(opts.skills_tenants_dir + "/ws-cccccccccccccccccccccccc/lost+found"));
+  backend->stop_session(*again);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_fork_bomb_stops_at_pids_limit, bwrap_fixture) {
+  auto s = spec("forks");
+  s.pids_limit = 16;
+  auto session = start(s);
+  auto r = run(*session, s,
+               "python3 -c \"\nimport os, time\nn = 0\ntry:\n  while n < 200:\n    if os.fork() == 0:\n"
+               "      time.sleep(30); os._exit(0)\n    n += 1\nexcept OSError as e:\n  print('stopped', n)\n\"");
+  BOOST_TEST_MESSAGE(r.stdout_text << " / " << r.stderr_text);
+  BOOST_TEST(r.stdout_text.rfind("stopped", 0) == 0);
+  auto n = std::stoi(r.stdout_text.substr(8));
+  BOOST_TEST(n <= 16);
+  BOOST_TEST(n > 0);
+  // The session still serves after the bomb (its leftovers were killed).
+  BOOST_TEST(run(*session, s, "echo alive").stdout_text == "alive");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(allocating_past_memory_mb_is_killed_and_reported, bwrap_fixture) {
+  auto s = spec("memory");
+  s.memory_mb = 64;
+  auto session = start(s);
+  auto r = run(*session, s, "python3 -c \"b = bytearray(256 * 1024 * 1024); print(len(b))\"");
+  BOOST_TEST(r.exit_code == 137);
+  auto last = r.stderr_text.substr(r.stderr_text.rfind('\n') + 1);
+  BOOST_TEST(last == "out of memory");
+  auto ok = run(*session, s, "python3 -c \"b = bytearray(16 * 1024 * 1024); print(len(b))\"");
+  BOOST_TEST(ok.exit_code == 0);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_timeout_kills_the_whole_tree_and_ends_the_session, bwrap_fixture) {
+  auto s = spec("timeout");
+  s.timeout_sec = 1;
+  auto session = start(s);
+  auto r = run(*session, s, "sh -c 'sleep 4711 & sleep 4711' & sleep 4711");
+  BOOST_TEST((r.status == exec_status::timed_out));
+  BOOST_TEST(r.stderr_text == "Command timed out after 1 seconds.");
+  BOOST_TEST(!session->alive());
+  backend->stop_session(*session);
+  // Nothing of the tree is left on the host (the kill was synchronous with teardown).
+  BOOST_TEST(!running("4711"));
+}
+
+BOOST_FIXTURE_TEST_CASE(the_root_filesystem_and_read_only_mounts_cannot_be_written, bwrap_fixture) {
+  auto data = root + "/data";
+  fs::create_directories(data);
+  auto s = spec("readonly");
+  s.extra_mounts.push_back(mount_spec{data, "/data", mount_mode::ro});
+  auto rw_dir = root + "/rw";
+  s.extra_mounts.push_back(mount_spec{rw_dir, "/rw", mount_mode::rw});
+  auto session = start(s);
+  auto r = run(*session, s, "touch /x 2>&1; touch /usr/x 2>&1; touch /data/x 2>&1; touch /rw/x && echo rw-ok");
+  BOOST_TEST(r.stdout_text.find("Read-only file system") != std::string::npos);
+  BOOST_TEST(!fs::exists(data + "/x"));
+  // Control: the writable mount is writable.
+  BOOST_TEST(r.stdout_text.find("rw-ok") != std::string::npos);
+  BOOST_TEST(fs::exists(rw_dir + "/x"));
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(no_capabilities_and_no_mount_or_unshare_inside, bwrap_fixture) {
+  auto s = spec("caps");
+  auto session = start(s);
+  auto r = run(*session, s, "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status");
+  BOOST_TEST(r.stdout_text.find("CapEff:\t0000000000000000") != std::string::npos);
+  BOOST_TEST(r.stdout_text.find("CapBnd:\t0000000000000000") != std::string::npos);
+  BOOST_TEST(r.stdout_text.find("NoNewPrivs:\t1") != std::string::npos);
+  BOOST_TEST(r.stdout_text.find("Seccomp:\t2") != std::string::npos);
+  auto m = run(*session, s, "mount -t tmpfs none /tmp 2>&1; echo mount=$?; unshare --user --map-root-user true 2>&1; echo unshare=$?");
+  BOOST_TEST(m.stdout_text.find("mount=0") == std::string::npos);
+  BOOST_TEST(m.stdout_text.find("unshare=0") == std::string::npos);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(an_interrupt_ends_a_running_exec_and_every_later_one, bwrap_fixture) {
+  auto s = spec("interrupt");
+  auto session = start(s);
+  std::thread stopper{[&] {
+    // Waits for the command to be running, then interrupts (a condition, not a delay).
+    for (int i = 0; i < 20000 && !running("4712"); ++i)
+      std::this_thread::yield();
+    session->interrupt();
+  }};
+  s.timeout_sec = 60;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run(*session, s, "sleep 4712");
+  stopper.join();
+  BOOST_TEST(r.exit_code == 137);
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds{30}));
+  BOOST_TEST(run(*session, s, "echo never").stdout_text.empty());
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, bwrap_fixture) {
+  auto r = backend->probe_readiness("", true);
+  BOOST_TEST_MESSAGE("readiness error: " << r.error);
+  BOOST_TEST(r.available);
+  BOOST_TEST(r.limits_mechanism == "cgroup_v1");
+  // cgroup v2 is not what enforces the limits here, and it is not claimed.
+  BOOST_TEST(!r.details.at("cgroup_v2"));
+  for (auto key : {"resource_limits", "namespace_isolation", "mount_isolation", "network_isolation",
+                   "hard_workspace_quota", "hard_skill_storage_quota", "bounded_ephemeral_storage",
+                   "inode_quota"})
+    BOOST_TEST(r.details.at(key), key);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_second_boxd_on_the_same_state_directory_is_refused, bwrap_fixture) {
+  bwrap_backend other{opts};
+  BOOST_TEST(other.unavailable_reason() == "the state directory " + opts.state_dir + " is in use by another boxd");
+}
+
+BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
+  char tmpl[] = "/tmp/boxrt-bwrap-crash-XXXXXX";
+  std::string root = ::mkdtemp(tmpl);
+  bwrap_options opts;
+  opts.state_dir = root + "/state";
+  auto ws = root + "/workspaces/tenants/ws-dddddddddddddddddddddddd";
+  int ready[2];
+  BOOST_REQUIRE(::pipe(ready) == 0);
+  auto pid = ::fork();
+  if (pid == 0) {
+    // The "crashed" boxd: starts a sandbox on a quota image, then dies without cleanup.
+    bwrap_backend b{opts};
+    box_spec s;
+    s.session_id = "crash";
+    s.host_path = ws;
+    s.workspace_quota_mb = 8;
+    auto started = b.start_session(s);
+    s.cmd = "setsid sleep 4713 > /dev/null 2>&1 &";
+    if (started.ok())
+      (void)b.exec(**started, s, exec_limits{});
+    (void)!::write(ready[1], started.ok() ? "1" : "0", 1);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  BOOST_REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::waitpid(pid, nullptr, 0);
+  BOOST_REQUIRE(c == '1');
+  auto mounted = [&] {
+    std::ifstream in{"/proc/self/mountinfo"};
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find(" " + ws + " ") != std::string::npos)
+        return true;
+    return false;
+  };
+  // boxrt-init ended with its boxd (end of input), and the sandbox with it; what stays
+  // behind is the quota mount and the cgroups.
+  BOOST_TEST(mounted());
+  auto groups = "/sys/fs/cgroup/pids/boxrt-" + sha256_hex(fs::absolute(opts.state_dir).lexically_normal().string()).substr(0, 12);
+  auto count_groups = [&] {
+    size_t n = 0;
+    std::error_code err;
+    for (auto& e : fs::directory_iterator{groups, err})
+      n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  BOOST_TEST(count_groups() == 1u);
+  {
+    bwrap_backend next{opts};
+    BOOST_REQUIRE(next.unavailable_reason().empty());
+    next.cleanup_orphans();
+  }
+  BOOST_TEST(!mounted());
+  BOOST_TEST(count_groups() == 0u);
+  BOOST_TEST(!running("4713"));
+  std::error_code err;
+  fs::remove_all(root, err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
