@@ -30,6 +30,24 @@ const std::string admission_box = R"({
     "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
     "readiness_cache_sec": 0}})";
 
+/// The same admission policy on real bubblewrap sandboxes (limits, quota image).
+const std::string admission_bwrap_box = R"({
+  "backend": "bwrap",
+  "local": {"host_root": "box"},
+  "admission": {"required": true, "required_backend": "bwrap", "max_sessions": 1,
+    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+    "readiness_cache_sec": 0}})";
+
+bool sandbox_capable() {
+  return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;
+}
+
+/// Real sandboxes need root and bubblewrap (as CI has); elsewhere these tests are skipped.
+boost::test_tools::assertion_result sandbox_precondition(boost::unit_test::test_unit_id) {
+  return {sandbox_capable()};
+}
+
 const std::string standard_box = R"({"backend": "scripted", "local": {"host_root": "box"}})";
 
 std::string ctx(const std::string& ws, int gen = 1) {
@@ -208,10 +226,11 @@ BOOST_AUTO_TEST_CASE(sigterm_fails_in_flight_requests_and_exits_zero) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(wire_admission)
+namespace {
 
-BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) {
-  boxd_process boxd{admission_box, token_config};
+
+void scenario_ac01_concurrent_first_use_gives_one_global_session(const std::string& box, const std::string& backend) {
+  boxd_process boxd{box, token_config};
   auto host = connect(boxd);
   BOOST_REQUIRE_EQUAL(host.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
   auto a = connect(boxd);
@@ -223,9 +242,11 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) {
   simdjson::dom::parser p;
   auto ra = parse(p, a.read_text());
   BOOST_CHECK_EQUAL(num(ra, "code"), 0);
+  BOOST_CHECK_EQUAL(str(ra["data"], "stdout"), "first");
   simdjson::dom::parser q;
   auto rb = parse(q, b.read_text());
   BOOST_CHECK_EQUAL(num(rb, "code"), 0);
+  BOOST_CHECK_EQUAL(str(rb["data"], "stdout"), "second");
   auto sessions = host.call("box_get_sessions", "{}", ctx("workspace-a"));
   BOOST_REQUIRE_EQUAL(sessions.code, 0);
   simdjson::dom::parser s;
@@ -233,6 +254,7 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) {
   BOOST_REQUIRE_EQUAL(list.size(), 1u);
   simdjson::dom::element info = list.at(0).value();
   BOOST_CHECK_EQUAL(str(info, "session_id"), "global");
+  BOOST_CHECK_EQUAL(str(info, "backend_name"), backend);
   BOOST_CHECK(info["persistent"].get_bool().value());
   BOOST_CHECK_EQUAL(info["cpus"].get_double().value(), 0.5);
   BOOST_CHECK_EQUAL(num(info, "memory_mb"), 256);
@@ -241,8 +263,8 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) {
   BOOST_CHECK_EQUAL(str(info, "network"), "off");
 }
 
-BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) {
-  boxd_process boxd{admission_box, token_config};
+void scenario_ac02_entitlement_loss_revokes_and_closes(const std::string& box, const std::string& backend) {
+  boxd_process boxd{box, token_config};
   auto c = connect(boxd);
   simdjson::dom::parser p;
   BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
@@ -264,8 +286,8 @@ BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) {
   BOOST_CHECK_EQUAL(rollback.message, "EntitlementUnavailableError: Workspace entitlement revision rolled back");
 }
 
-BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) {
-  boxd_process boxd{admission_box, token_config};
+void scenario_ac03_two_workspaces_are_isolated(const std::string& box, const std::string& backend) {
+  boxd_process boxd{box, token_config};
   auto c = connect(boxd);
   for (auto ws : {"workspace-a", "workspace-b"}) {
     BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot(ws, 1, true)).code, 0);
@@ -280,10 +302,22 @@ BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) {
   BOOST_CHECK(str(a, "backend_session_id") != str(b, "backend_session_id"));
   BOOST_CHECK(str(a, "host_path") != str(b, "host_path"));
   BOOST_CHECK(str(a, "host_path").find("/tenants/ws-695136eeae1cb9b6af4a8226") != std::string::npos);
+  if (backend != "bwrap")
+    return;
+  // Real sandboxes: what workspace A writes, workspace B cannot see.
+  auto write = c.call("box_exec", R"({"session_id":"global","cmd":"echo secret-a > /workspace/mine.txt && cat /workspace/mine.txt"})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(str(parse(p, write.data_json), "stdout"), "secret-a");
+  auto look = c.call("box_exec", R"({"session_id":"global","cmd":"ls -a /workspace; cat /workspace/mine.txt 2>/dev/null"})", ctx("workspace-b"));
+  BOOST_REQUIRE_EQUAL(look.code, 0);
+  simdjson::dom::parser r;
+  auto seen = str(parse(r, look.data_json), "stdout");
+  BOOST_CHECK(seen.find("secret-a") == std::string::npos);
+  BOOST_CHECK(seen.find("mine.txt") == std::string::npos);
+  BOOST_CHECK(seen.find("..") != std::string::npos); // the listing itself ran
 }
 
-BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) {
-  boxd_process boxd{admission_box, token_config};
+void scenario_ac05_forged_fields_never_reach_the_runtime(const std::string& box, const std::string& backend) {
+  boxd_process boxd{box, token_config};
   auto c = connect(boxd);
   simdjson::dom::parser p;
   BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
@@ -305,6 +339,26 @@ BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) {
   BOOST_REQUIRE_EQUAL(st.code, 0);
   BOOST_CHECK_EQUAL(num(parse(p, st.data_json), "active_sessions"), 0);
 }
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(wire_admission)
+
+BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scenario_ac01_concurrent_first_use_gives_one_global_session(admission_box, "scripted"); }
+BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_box, "scripted"); }
+BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_box, "scripted"); }
+BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_box, "scripted"); }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The same scenarios with real sandboxes: readiness must really hold, the commands
+// really run, the workspaces are really apart.
+BOOST_AUTO_TEST_SUITE(wire_admission_bwrap, *boost::unit_test::precondition(sandbox_precondition))
+
+BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scenario_ac01_concurrent_first_use_gives_one_global_session(admission_bwrap_box, "bwrap"); }
+BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_bwrap_box, "bwrap"); }
+BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_bwrap_box, "bwrap"); }
+BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_bwrap_box, "bwrap"); }
 
 BOOST_AUTO_TEST_SUITE_END()
 
