@@ -126,6 +126,15 @@ def standard_boxd():
     boxd.stop()
 
 
+@pytest.fixture(scope="module")
+def bwrap_boxd():
+    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("real sandboxes need root and bubblewrap")
+    boxd = Boxd({"backend": "bwrap"})
+    yield boxd
+    boxd.stop()
+
+
 ALL_READY = [
     "cgroup_v2", "resource_limits", "namespace_isolation", "mount_isolation", "network_isolation",
     "hard_workspace_quota", "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota",
@@ -151,6 +160,12 @@ def admission_boxd():
 @pytest_asyncio.fixture
 async def box(standard_boxd):
     async with BoxConnection(standard_boxd.url, TOKEN, INSTANCE) as conn:
+        yield conn.client
+
+
+@pytest_asyncio.fixture
+async def sandboxed_box(bwrap_boxd):
+    async with BoxConnection(bwrap_boxd.url, TOKEN, INSTANCE) as conn:
         yield conn.client
 
 

@@ -162,3 +162,21 @@ async def test_admission_mode_rejects_a_foreign_session_id(admitted_box):
     with pytest.raises(BoxAdmissionError) as err:
         await admitted_box.execute(BoxSpec(session_id="attacker", cmd="echo x"), action_context=c)
     assert "Managed sandbox session_id is runtime-owned" in str(err.value)
+
+
+async def test_exec_in_a_real_sandbox(sandboxed_box):
+    """The same client against bwrap: a warm session keeps files, the command is not
+    root, the network is off and a timeout comes back as the SDK's timed_out."""
+    c = ctx("sandbox-ws")
+    first = await sandboxed_box.execute(
+        BoxSpec(session_id="real", cmd="echo kept > /workspace/f && id -u"), action_context=c)
+    assert first.status == BoxExecutionStatus.COMPLETED
+    assert first.backend_name == "bwrap"
+    assert first.stdout == "64000"
+    second = await sandboxed_box.execute(
+        BoxSpec(session_id="real", cmd="cat /workspace/f; awk -F: 'NR>2{print $1}' /proc/net/dev | tr -d ' '"), action_context=c)
+    assert second.stdout.split() == ["kept", "lo"]
+    slow = await sandboxed_box.execute(
+        BoxSpec(session_id="slow", cmd="sleep 30", timeout_sec=1), action_context=c)
+    assert slow.status == BoxExecutionStatus.TIMED_OUT
+    assert slow.exit_code is None
