@@ -246,7 +246,7 @@ class bwrap_session final : public backend_session {
   int to_init = -1;
   int from_init = -1;
   int errors = -1;
-  std::unique_ptr<cgroup_v1::group> group;
+  std::unique_ptr<cgroup_tree::group> group;
   std::vector<std::shared_ptr<loop_quota::lease>> leases;
   std::string private_dir;
   /// One exec at a time (the session actor serializes too; this guards the pipes).
@@ -262,7 +262,7 @@ class bwrap_session final : public backend_session {
 // -- backend ----------------------------------------------------------------------------
 
 struct bwrap_backend::impl {
-  std::unique_ptr<cgroup_v1> cgroups;
+  std::unique_ptr<cgroup_tree> cgroups;
   std::string cgroup_reason;
   std::unique_ptr<loop_quota> quota;
   std::string seccomp;
@@ -324,11 +324,12 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
   // Group names carry this state directory, so two boxds never share a cgroup.
   auto base = "boxrt-" + sha256_hex(opts_.state_dir).substr(0, 12);
   if (!opts_.cgroup_root.empty()) {
-    auto cg = std::make_unique<cgroup_v1>(opts_.cgroup_root, base);
+    auto cg = std::make_unique<cgroup_tree>(opts_.cgroup_root, base, cgroup_tree::detect(opts_.cgroup_root));
     if (cg->usable(&impl_->cgroup_reason))
       impl_->cgroups = std::move(cg);
     else
-      spdlog::warn("bwrap: cgroup v1 limits are not usable ({}); memory and pids are not capped",
+      spdlog::warn("bwrap: cgroup limits are not usable ({}); processes are capped by RLIMIT_NPROC "
+                   "with a uid per session, memory and cpu are not capped",
                    impl_->cgroup_reason);
   } else {
     impl_->cgroup_reason = "cgroups disabled by configuration";
@@ -407,7 +408,17 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
 result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_spec& spec) {
   if (!unavailable_.empty())
     return make_box_error(ec::backend_unavailable, unavailable_);
-  auto sid = "bwrap-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(impl_->next_id++);
+  auto serial = impl_->next_id++;
+  auto sid = "bwrap-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
+  // Without cgroups the process cap is RLIMIT_NPROC, which counts per host uid across
+  // every sandbox: each session then runs as a uid of its own.
+  uint32_t uid = opts_.uid, gid = opts_.gid;
+  rlim_t nproc = 0;
+  if (!impl_->cgroups) {
+    uid = opts_.uid + 1 + static_cast<uint32_t>(serial % opts_.uid_span);
+    gid = uid;
+    nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
+  }
   auto s = std::make_shared<bwrap_session>(sid);
   std::error_code err;
   std::vector<int> source_fds;
@@ -455,13 +466,13 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     if (auto e = open_source(spec.host_path, spec.host_path_mode))
       return fail(e);
     if (spec.host_path_mode == mount_mode::rw)
-      hand_over(spec.host_path, opts_.uid, opts_.gid);
+      hand_over(spec.host_path, uid, gid);
   } else if (spec.workspace_quota_mb <= 0) {
     s->private_dir = opts_.state_dir + "/sessions/" + sid;
     fs::create_directories(s->private_dir + "/workspace", err);
     if (err)
       return fail(make_box_error(ec::box_error, "cannot create " + s->private_dir + ": " + err.message()));
-    hand_over(s->private_dir + "/workspace", opts_.uid, opts_.gid);
+    hand_over(s->private_dir + "/workspace", uid, gid);
     if (auto e = open_source(s->private_dir + "/workspace", mount_mode::rw))
       return fail(e);
   }
@@ -481,7 +492,7 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     if (auto e = open_source(m.host_path, m.mode))
       return fail(e);
     if (m.mode == mount_mode::rw)
-      hand_over(m.host_path, opts_.uid, opts_.gid);
+      hand_over(m.host_path, uid, gid);
   }
   {
     int fd = high_fd(::open(opts_.init_path.c_str(), O_PATH | O_CLOEXEC));
@@ -543,7 +554,6 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     p[1] = high_fd(p[1]);
   }
   std::vector<int> join = s->group ? s->group->join_fds() : std::vector<int>{};
-  auto uid = opts_.uid, gid = opts_.gid;
   auto bwrap = opts_.bwrap_path;
 
   pid_t pid = ::fork();
@@ -572,6 +582,10 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     ::setrlimit(RLIMIT_FSIZE, &fsize);
     rlimit nofile{1024, 1024};
     ::setrlimit(RLIMIT_NOFILE, &nofile);
+    if (nproc > 0) {
+      rlimit procs{nproc, nproc};
+      ::setrlimit(RLIMIT_NPROC, &procs);
+    }
     ::setsid();
     if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0
         || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
@@ -755,7 +769,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     r.error = unavailable_;
     return r;
   }
-  r.limits_mechanism = impl_->cgroups ? "cgroup_v1" : "rlimit";
+  r.limits_mechanism = impl_->cgroups ? impl_->cgroups->mechanism() : "rlimit";
   std::lock_guard lock{impl_->probe_mtx};
   // Storage: kernel facts, probed once (mkfs and mount are not free).
   if (!impl_->storage_ok) {
@@ -823,6 +837,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     spdlog::warn("bwrap: readiness probe failed: {}", error);
   }
   r.details["resource_limits"] = impl_->cgroups != nullptr && error.empty();
+  r.details["cgroup_v2"] = r.details["resource_limits"] && impl_->cgroups->kind() == cgroup_tree::version::v2;
   bool storage = *impl_->storage_ok;
   r.details["hard_workspace_quota"] = storage;
   r.details["inode_quota"] = storage;

@@ -14,7 +14,7 @@
 
 namespace boxrt {
 
-class cgroup_v1;
+class cgroup_tree;
 class loop_quota;
 
 struct bwrap_options {
@@ -27,6 +27,9 @@ struct bwrap_options {
   /// Host uid and gid the sandboxed commands run as (never root).
   uint32_t uid = 64000;
   uint32_t gid = 64000;
+  /// Without cgroups, session n runs as uid + 1 + (n % uid_span) so RLIMIT_NPROC is a
+  /// per-session cap.
+  uint32_t uid_span = 1000;
   /// Sizes of the private tmpfs mounts.
   int64_t tmp_size_mb = 64;
   int64_t home_size_mb = 16;
@@ -34,7 +37,8 @@ struct bwrap_options {
   /// folder); "" = none.
   std::string skills_tenants_dir;
   int64_t skills_quota_mb = 64;
-  /// cgroup v1 root; "" = no cgroups (limits then only by rlimits).
+  /// cgroup root (v2 when it delegates memory, pids and cpu, else v1 hierarchies under
+  /// it); "" = no cgroups (then RLIMIT_NPROC with a uid per session).
   std::string cgroup_root = "/sys/fs/cgroup";
   /// Processes of the sandbox itself (bwrap twice, boxrt-init) added to pids_limit.
   int64_t pids_overhead = 3;

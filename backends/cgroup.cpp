@@ -22,7 +22,7 @@ namespace {
 constexpr const char* controllers[] = {"memory", "pids", "cpu"};
 
 box_error write_file(const std::string& path, const std::string& value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT, 0644);
   if (fd < 0)
     return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
   auto n = ::write(fd, value.data(), value.size());
@@ -72,15 +72,35 @@ void remove_dir(const std::string& dir) {
 
 } // namespace
 
-cgroup_v1::cgroup_v1(std::string root, std::string base)
-  : root_(std::move(root)), base_(std::move(base)) {
+cgroup_tree::cgroup_tree(std::string root, std::string base, version v)
+  : root_(std::move(root)), base_(std::move(base)), version_(v) {
 }
 
-std::string cgroup_v1::controller_dir(const char* controller) const {
+cgroup_tree::version cgroup_tree::detect(const std::string& root) {
+  std::ifstream in{root + "/cgroup.controllers"};
+  std::string c;
+  int found = 0;
+  while (in >> c)
+    found += (c == "memory" || c == "pids" || c == "cpu") ? 1 : 0;
+  return found == 3 ? version::v2 : version::v1;
+}
+
+std::string cgroup_tree::controller_dir(const char* controller) const {
+  if (version_ == version::v2)
+    return root_ + "/" + base_;
   return root_ + "/" + controller + "/" + base_;
 }
 
-bool cgroup_v1::usable(std::string* why) const {
+std::vector<std::string> cgroup_tree::base_dirs() const {
+  if (version_ == version::v2)
+    return {root_ + "/" + base_};
+  std::vector<std::string> out;
+  for (auto* c : controllers)
+    out.push_back(controller_dir(c));
+  return out;
+}
+
+bool cgroup_tree::usable(std::string* why) const {
   auto probe = create("probe-" + std::to_string(::getpid()),
                       cgroup_limits{64 << 20, 16, 0.5});
   if (!probe) {
@@ -92,45 +112,79 @@ bool cgroup_v1::usable(std::string* why) const {
   return true;
 }
 
-result<std::unique_ptr<cgroup_v1::group>> cgroup_v1::create(const std::string& name,
+result<std::unique_ptr<cgroup_tree::group>> cgroup_tree::create(const std::string& name,
                                                             const cgroup_limits& limits) const {
   std::unique_ptr<group> g{new group()};
   g->name_ = name;
-  for (auto* c : controllers) {
-    if (!fs::is_directory(root_ + "/" + c))
-      return make_box_error(ec::box_error, std::string{"cgroup v1 controller "} + c + " is not mounted");
-    std::error_code err;
-    auto dir = controller_dir(c) + "/" + name;
+  g->v2_ = version_ == version::v2;
+  std::error_code err;
+  if (g->v2_) {
+    // The base delegates the three controllers to its children.
+    auto base = root_ + "/" + base_;
+    fs::create_directories(base, err);
+    if (err)
+      return make_box_error(ec::box_error, "cannot create cgroup " + base + ": " + err.message());
+    if (auto e = write_file(base + "/cgroup.subtree_control", "+memory +pids +cpu"))
+      return e;
+    auto dir = base + "/" + name;
     fs::create_directories(dir, err);
     if (err)
       return make_box_error(ec::box_error, "cannot create cgroup " + dir + ": " + err.message());
     g->dirs_.push_back(dir);
+    g->memory_dir_ = g->pids_dir_ = dir;
+  } else {
+    for (auto* c : controllers) {
+      if (!fs::is_directory(root_ + "/" + c))
+        return make_box_error(ec::box_error, std::string{"cgroup v1 controller "} + c + " is not mounted");
+      auto dir = controller_dir(c) + "/" + name;
+      fs::create_directories(dir, err);
+      if (err)
+        return make_box_error(ec::box_error, "cannot create cgroup " + dir + ": " + err.message());
+      g->dirs_.push_back(dir);
+    }
+    g->memory_dir_ = g->dirs_[0];
+    g->pids_dir_ = g->dirs_[1];
   }
-  g->memory_dir_ = g->dirs_[0];
-  g->pids_dir_ = g->dirs_[1];
   auto fail = [&](box_error e) -> result<std::unique_ptr<group>> {
     g->destroy();
     return e;
   };
-  if (limits.memory_bytes > 0) {
-    if (auto e = write_file(g->memory_dir_ + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes)))
-      return fail(e);
-    // No swap either, where swap accounting exists (limit must be >= memory limit).
-    if (fs::exists(g->memory_dir_ + "/memory.memsw.limit_in_bytes"))
-      (void)write_file(g->memory_dir_ + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
-  }
-  if (limits.pids > 0)
-    if (auto e = write_file(g->pids_dir_ + "/pids.max", std::to_string(limits.pids)))
-      return fail(e);
-  if (limits.cpus > 0) {
-    auto quota = static_cast<int64_t>(std::llround(limits.cpus * 100000.0));
-    if (auto e = write_file(g->dirs_[2] + "/cpu.cfs_period_us", "100000"))
-      return fail(e);
-    if (auto e = write_file(g->dirs_[2] + "/cpu.cfs_quota_us", std::to_string(std::max<int64_t>(quota, 1000))))
-      return fail(e);
+  auto cpu_dir = g->v2_ ? g->dirs_[0] : g->dirs_[2];
+  auto quota = static_cast<int64_t>(std::llround(limits.cpus * 100000.0));
+  quota = std::max<int64_t>(quota, 1000);
+  if (g->v2_) {
+    if (limits.memory_bytes > 0) {
+      if (auto e = write_file(g->memory_dir_ + "/memory.max", std::to_string(limits.memory_bytes)))
+        return fail(e);
+      if (fs::exists(g->memory_dir_ + "/memory.swap.max"))
+        (void)write_file(g->memory_dir_ + "/memory.swap.max", "0");
+    }
+    if (limits.pids > 0)
+      if (auto e = write_file(g->pids_dir_ + "/pids.max", std::to_string(limits.pids)))
+        return fail(e);
+    if (limits.cpus > 0)
+      if (auto e = write_file(cpu_dir + "/cpu.max", std::to_string(quota) + " 100000"))
+        return fail(e);
+  } else {
+    if (limits.memory_bytes > 0) {
+      if (auto e = write_file(g->memory_dir_ + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes)))
+        return fail(e);
+      // No swap either, where swap accounting exists (limit must be >= memory limit).
+      if (fs::exists(g->memory_dir_ + "/memory.memsw.limit_in_bytes"))
+        (void)write_file(g->memory_dir_ + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
+    }
+    if (limits.pids > 0)
+      if (auto e = write_file(g->pids_dir_ + "/pids.max", std::to_string(limits.pids)))
+        return fail(e);
+    if (limits.cpus > 0) {
+      if (auto e = write_file(cpu_dir + "/cpu.cfs_period_us", "100000"))
+        return fail(e);
+      if (auto e = write_file(cpu_dir + "/cpu.cfs_quota_us", std::to_string(quota)))
+        return fail(e);
+    }
   }
   for (auto& d : g->dirs_) {
-    int fd = ::open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    int fd = ::open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC | O_CREAT, 0644);
     if (fd < 0)
       return fail(make_box_error(ec::box_error, "cannot open " + d + "/cgroup.procs: " + std::strerror(errno)));
     g->join_fds_.push_back(fd);
@@ -138,9 +192,8 @@ result<std::unique_ptr<cgroup_v1::group>> cgroup_v1::create(const std::string& n
   return g;
 }
 
-void cgroup_v1::remove_all() const {
-  for (auto* c : controllers) {
-    auto base = controller_dir(c);
+void cgroup_tree::remove_all() const {
+  for (auto& base : base_dirs()) {
     std::error_code err;
     if (!fs::is_directory(base, err))
       continue;
@@ -154,23 +207,23 @@ void cgroup_v1::remove_all() const {
   }
 }
 
-void cgroup_v1::remove_base() const {
-  for (auto* c : controllers)
-    ::rmdir(controller_dir(c).c_str()); // only when empty: live groups keep it
+void cgroup_tree::remove_base() const {
+  for (auto& base : base_dirs())
+    ::rmdir(base.c_str()); // only when empty: live groups keep it
 }
 
-cgroup_v1::group::~group() {
+cgroup_tree::group::~group() {
   destroy();
 }
 
-void cgroup_v1::group::close_join_fds() {
+void cgroup_tree::group::close_join_fds() {
   for (int fd : join_fds_)
     ::close(fd);
   join_fds_.clear();
 }
 
-int64_t cgroup_v1::group::oom_kills() const {
-  std::ifstream in{memory_dir_ + "/memory.oom_control"};
+int64_t cgroup_tree::group::oom_kills() const {
+  std::ifstream in{memory_dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")};
   std::string key;
   int64_t value = 0;
   while (in >> key >> value)
@@ -179,18 +232,18 @@ int64_t cgroup_v1::group::oom_kills() const {
   return 0;
 }
 
-void cgroup_v1::group::kill_all() const {
+void cgroup_tree::group::kill_all() const {
   if (!pids_dir_.empty())
     kill_dir(pids_dir_);
 }
 
-void cgroup_v1::group::signal_all() const {
+void cgroup_tree::group::signal_all() const {
   if (!pids_dir_.empty())
     for (auto p : procs_of(pids_dir_))
       ::kill(p, SIGKILL);
 }
 
-void cgroup_v1::group::destroy() {
+void cgroup_tree::group::destroy() {
   if (destroyed_)
     return;
   destroyed_ = true;

@@ -1,7 +1,8 @@
-// Per-sandbox resource limits through cgroup v1 (memory, pids, cpu), the mechanism that
-// works on this host class (backends-and-skills.md F3: cgroup v2 offers no controllers
-// here). Every group lives under `<controller>/<base>/`, where `<base>` names one boxd's
-// state directory, so a boxd only ever touches its own groups.
+// Per-sandbox resource limits through cgroups: v2 where the unified hierarchy delegates
+// memory, pids and cpu, else v1 (the mechanism that works on this host class,
+// backends-and-skills.md F3: v2 offers no controllers here). Every group lives under
+// `<base>/`, which names one boxd's state directory, so a boxd only touches its own
+// groups: `<root>/<controller>/<base>/<name>` on v1, `<root>/<base>/<name>` on v2.
 #pragma once
 
 #include <memory>
@@ -18,13 +19,23 @@ struct cgroup_limits {
   double cpus = 0;          // 0 = no cpu quota
 };
 
-class cgroup_v1 {
+class cgroup_tree {
  public:
-  /// Groups are created under `<root>/<controller>/<base>`.
-  cgroup_v1(std::string root, std::string base);
+  enum class version { v1, v2 };
 
-  /// True when memory, pids and cpu hierarchies exist and a test group can be created
-  /// and limited in each (so limits would really hold). `why` says what failed.
+  /// Groups are created under `<root>/<controller>/<base>` (v1) or `<root>/<base>` (v2).
+  cgroup_tree(std::string root, std::string base, version v = version::v1);
+
+  /// v2 when `<root>/cgroup.controllers` offers memory, pids and cpu; else v1.
+  static version detect(const std::string& root);
+
+  version kind() const { return version_; }
+
+  /// "cgroup_v2" or "cgroup_v1": what enforces the limits (readiness reports it).
+  const char* mechanism() const { return version_ == version::v2 ? "cgroup_v2" : "cgroup_v1"; }
+
+  /// True when the hierarchy exists and a test group can be created and limited (so
+  /// limits would really hold). `why` says what failed.
   bool usable(std::string* why = nullptr) const;
 
   /// One session's group in each controller.
@@ -55,12 +66,13 @@ class cgroup_v1 {
     std::string name() const { return name_; }
 
    private:
-    friend class cgroup_v1;
+    friend class cgroup_tree;
     group() = default;
-    std::vector<std::string> dirs_; // memory, pids, cpu (as created)
+    std::vector<std::string> dirs_; // memory, pids, cpu (v1) or the one group (v2)
     std::vector<int> join_fds_;
     std::string memory_dir_;
     std::string pids_dir_;
+    bool v2_ = false;
     std::string name_;
     bool destroyed_ = false;
   };
@@ -77,9 +89,11 @@ class cgroup_v1 {
 
  private:
   std::string controller_dir(const char* controller) const;
+  std::vector<std::string> base_dirs() const;
 
   std::string root_;
   std::string base_;
+  version version_;
 };
 
 } // namespace boxrt

@@ -327,6 +327,35 @@ BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, bwrap_fi
     BOOST_TEST(r.details.at(key), key);
 }
 
+struct rlimit_fixture : bwrap_fixture {
+  rlimit_fixture() {
+    backend.reset();
+    opts.cgroup_root = ""; // as on a host without usable cgroups
+    backend = std::make_unique<bwrap_backend>(opts);
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(without_cgroups_each_session_has_its_own_uid_and_nproc_cap, rlimit_fixture) {
+  auto s = spec("nproc");
+  s.pids_limit = 16;
+  auto one = start(s), two = start(s);
+  auto uid_one = run(*one, s, "id -u").stdout_text, uid_two = run(*two, s, "id -u").stdout_text;
+  BOOST_TEST(uid_one != uid_two);
+  BOOST_TEST(uid_one != std::to_string(opts.uid));
+  auto r = run(*one, s,
+               "python3 -c \"\nimport os, time\nn = 0\ntry:\n  while n < 200:\n    if os.fork() == 0:\n"
+               "      time.sleep(30); os._exit(0)\n    n += 1\nexcept OSError as e:\n  print('stopped', n)\n\"");
+  BOOST_TEST(r.stdout_text.rfind("stopped", 0) == 0);
+  BOOST_TEST(std::stoi(r.stdout_text.substr(8)) <= 16);
+  backend->stop_session(*one);
+  backend->stop_session(*two);
+  // Memory and cpu are not capped this way, and readiness says so.
+  auto report = backend->probe_readiness("", true);
+  BOOST_TEST(report.limits_mechanism == "rlimit");
+  BOOST_TEST(!report.details.at("resource_limits"));
+  BOOST_TEST(report.details.at("namespace_isolation"));
+}
+
 BOOST_FIXTURE_TEST_CASE(a_second_boxd_on_the_same_state_directory_is_refused, bwrap_fixture) {
   bwrap_backend other{opts};
   BOOST_TEST(other.unavailable_reason() == "the state directory " + opts.state_dir + " is in use by another boxd");
