@@ -13,14 +13,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <regex>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -166,6 +169,67 @@ void hand_over(const std::string& dir, uint32_t uid, uint32_t gid) {
     ::lchown(it->path().c_str(), uid, gid);
 }
 
+/// The skill name when `m` is a skill mount: `<mount_path>/.skills/<name>`, one level
+/// deep. Skill mounts come and go per exec without a new sandbox (see docs/sandbox.md).
+std::string skill_mount_name(const box_spec& spec, const mount_spec& m) {
+  if (!is_skill_mount(spec, m))
+    return {};
+  return m.mount_path.substr(spec.mount_path.size() + 9); // after "/.skills/"
+}
+
+/// Attaches `source` at `target` in boxd's own mount namespace, read-only from the
+/// start when `ro` (a remount would not reach the sandbox's copies), so the new mount
+/// propagates into the sandbox through the shared skills view.
+box_error attach_bind(const std::string& source, const std::string& target, bool ro) {
+  int tree = static_cast<int>(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+  if (tree < 0)
+    return make_box_error(ec::box_error, "cannot mount " + source + ": " + std::strerror(errno));
+  if (ro) {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+      ::close(tree);
+      return make_box_error(ec::box_error, "cannot make " + source + " read-only: " + std::strerror(errno));
+    }
+  }
+  auto rc = ::move_mount(tree, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
+  int e = errno;
+  ::close(tree);
+  if (rc != 0)
+    return make_box_error(ec::box_error, "cannot mount " + source + " at " + target + ": " + std::strerror(e));
+  return {};
+}
+
+/// Mount points at or below `prefix`, deepest first.
+std::vector<std::string> mounts_under(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::ifstream in{"/proc/self/mountinfo"};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields{line};
+    std::string id, parent, devno, root, point;
+    fields >> id >> parent >> devno >> root >> point;
+    if (point == prefix || point.starts_with(prefix + "/"))
+      out.push_back(point);
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+  return out;
+}
+
+/// Detaches every mount at or below `dir`, then removes `dir` only if nothing is
+/// mounted there any more: a removal must never reach through a mount into a skill
+/// package or a workspace.
+void unmount_and_remove(const std::string& dir) {
+  for (auto& m : mounts_under(dir))
+    ::umount2(m.c_str(), MNT_DETACH);
+  if (!mounts_under(dir).empty()) {
+    spdlog::warn("bwrap: {} still has mounts; not removed", dir);
+    return;
+  }
+  std::error_code err;
+  fs::remove_all(dir, err);
+}
+
 /// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.
 std::string managed_tenant_name(const std::string& host_path) {
   static const std::regex pattern{"ws-[0-9a-f]{24}"};
@@ -233,10 +297,8 @@ class bwrap_session final : public backend_session {
       group.reset();
     }
     leases.clear();
-    if (!private_dir.empty()) {
-      std::error_code err;
-      fs::remove_all(private_dir, err);
-    }
+    if (!private_dir.empty())
+      unmount_and_remove(private_dir); // the skills view and its skill mounts first
   }
 
   std::string id_;
@@ -249,6 +311,13 @@ class bwrap_session final : public backend_session {
   std::unique_ptr<cgroup_tree::group> group;
   std::vector<std::shared_ptr<loop_quota::lease>> leases;
   std::string private_dir;
+  /// Host side of the sandbox's `<mount_path>/.skills`: a shared mount whose submounts
+  /// (one per skill of the current exec) propagate into the sandbox. "" = none.
+  std::string skills_view;
+  /// Skill name -> (host path, mode) mounted in the view now.
+  std::map<std::string, mount_spec> skills_mounted;
+  /// Host uid and gid the sandbox runs as.
+  uint32_t uid = 0, gid = 0;
   /// One exec at a time (the session actor serializes too; this guards the pipes).
   std::mutex exec_mtx;
 
@@ -351,7 +420,8 @@ bwrap_backend::~bwrap_backend() {
     ::close(impl_->lock_fd);
 }
 
-std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int seccomp_fd, bool network) const {
+std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
+                                                  bool skills_view) const {
   std::vector<std::string> a{opts_.bwrap_path};
   auto add = [&](std::initializer_list<std::string> xs) { a.insert(a.end(), xs); };
   add({"--unshare-all", "--unshare-user", "--disable-userns"});
@@ -393,10 +463,12 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
     add({"--bind", staged(), spec.mount_path});
   }
   for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none)
+    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
       continue;
     add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
   }
+  if (skills_view)
+    add({"--bind", staged(), spec.mount_path + "/.skills"});
   add({"--ro-bind", staged(), init_in_sandbox});
   if (spec.read_only_rootfs)
     add({"--remount-ro", "/"});
@@ -420,6 +492,8 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
   }
   auto s = std::make_shared<bwrap_session>(sid);
+  s->uid = uid;
+  s->gid = gid;
   std::error_code err;
   std::vector<int> source_fds;
   /// Resolved paths of the sources, bound by path in the launcher's own mount
@@ -487,12 +561,28 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     }
   }
   for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none)
+    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
       continue;
     if (auto e = open_source(m.host_path, m.mode))
       return fail(e);
     if (m.mode == mount_mode::rw)
       hand_over(m.host_path, uid, gid);
+  }
+  // The skills view: a folder of this session, bound onto itself and made shared, so
+  // skills mounted into it later (per exec) appear in the sandbox. A read-only
+  // workspace cannot take the mount point, so it gets no view.
+  if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
+    if (s->private_dir.empty())
+      s->private_dir = opts_.state_dir + "/sessions/" + sid;
+    auto view = s->private_dir + "/skills";
+    fs::create_directories(view, err);
+    if (err || ::mount(view.c_str(), view.c_str(), nullptr, MS_BIND, nullptr) != 0)
+      return fail(make_box_error(ec::box_error, "cannot prepare the skills view: " + std::string{std::strerror(errno)}));
+    s->skills_view = view;
+    if (::mount(nullptr, view.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+      return fail(make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)}));
+    if (auto e = open_source(view, mount_mode::ro))
+      return fail(e);
   }
   {
     int fd = high_fd(::open(opts_.init_path.c_str(), O_PATH | O_CLOEXEC));
@@ -524,7 +614,7 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
   }
 
   constexpr int child_seccomp_fd = 3;
-  auto args = build_args(spec, child_seccomp_fd, spec.network == network_mode::on);
+  auto args = build_args(spec, child_seccomp_fd, spec.network == network_mode::on, !s->skills_view.empty());
   std::vector<char*> argv;
   for (auto& x : args)
     argv.push_back(x.data());
@@ -533,7 +623,8 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
 
   // Staging: the unprivileged bwrap cannot reach a source whose parent folders it may
   // not traverse (a 0700 data folder, say). So the launcher, still root, makes itself a
-  // private mount namespace, mounts a tmpfs on the staging folder there and binds each
+  // mount namespace of its own (a slave: mounts from the host, such as skills, still
+  // arrive; nothing goes back), mounts a tmpfs on the staging folder there and binds each
   // source (by its open descriptor) to <stage>/<n>; bwrap binds from those. Nothing of
   // this is visible on the host, and it all goes when the sandbox ends.
   std::vector<std::string> stage_from, stage_to;
@@ -587,7 +678,7 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
       ::setrlimit(RLIMIT_NPROC, &procs);
     }
     ::setsid();
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0
         || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
       die("bwrap launcher: cannot prepare the staging mounts");
     for (size_t i = 0; i < stage_to.size(); ++i) {
@@ -662,6 +753,8 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   req.env = {std::string{"PATH="} + sandbox_path, "HOME=/home", "PYTHONUNBUFFERED=1", "LANG=C.UTF-8"};
   for (auto& [k, v] : spec.env)
     req.env.push_back(k + "=" + v);
+  if (auto err = sync_skills(*s, spec))
+    return err;
   auto oom_before = s->group ? s->group->oom_kills() : 0;
   auto t0 = clock_type::now();
   auto timeout = std::chrono::seconds{spec.timeout_sec};
@@ -717,6 +810,46 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   return out;
 }
 
+box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
+  std::map<std::string, mount_spec> want;
+  for (auto& m : spec.extra_mounts)
+    if (auto name = skill_mount_name(spec, m); !name.empty())
+      want[name] = m;
+  if (want == s.skills_mounted)
+    return {};
+  if (s.skills_view.empty())
+    return make_box_error(ec::box_error, "skill mounts need a writable workspace in this session");
+  // Only the skills this exec asks for stay visible.
+  for (auto it = s.skills_mounted.begin(); it != s.skills_mounted.end();) {
+    auto w = want.find(it->first);
+    if (w != want.end() && w->second == it->second) {
+      ++it;
+      continue;
+    }
+    auto point = s.skills_view + "/" + it->first;
+    ::umount2(point.c_str(), MNT_DETACH);
+    ::rmdir(point.c_str());
+    it = s.skills_mounted.erase(it);
+  }
+  for (auto& [name, m] : want) {
+    if (s.skills_mounted.contains(name))
+      continue;
+    std::error_code err;
+    if (!fs::is_directory(m.host_path, err))
+      return make_box_error(ec::box_error, "skill package " + m.host_path + " does not exist");
+    auto point = s.skills_view + "/" + name;
+    fs::create_directories(point, err);
+    if (m.mode == mount_mode::rw)
+      hand_over(m.host_path, s.uid, s.gid); // writable for the sandbox uid, as the spec says
+    if (auto e = attach_bind(m.host_path, point, m.mode == mount_mode::ro)) {
+      ::rmdir(point.c_str());
+      return e;
+    }
+    s.skills_mounted[name] = m;
+  }
+  return {};
+}
+
 void bwrap_backend::stop_session(backend_session& session) {
   if (auto* s = dynamic_cast<bwrap_session*>(&session))
     s->teardown();
@@ -730,9 +863,8 @@ void bwrap_backend::cleanup_orphans() {
   if (impl_->cgroups)
     impl_->cgroups->remove_all();
   impl_->quota->cleanup_recorded();
-  std::error_code err;
-  fs::remove_all(opts_.state_dir + "/sessions", err);
-  fs::remove_all(opts_.state_dir + "/probe", err);
+  unmount_and_remove(opts_.state_dir + "/sessions");
+  unmount_and_remove(opts_.state_dir + "/probe");
 }
 
 std::string bwrap_backend::self_test() {

@@ -16,6 +16,7 @@ namespace boxrt {
 
 class cgroup_tree;
 class loop_quota;
+class bwrap_session;
 
 struct bwrap_options {
   /// bubblewrap; "" = look up `bwrap` on PATH.
@@ -71,9 +72,13 @@ class bwrap_backend : public backend {
   /// The bwrap argument list of a session (for tests and logs). Host sources (the
   /// workspace, extra mounts, boxrt-init, in that order) appear as the staging paths
   /// `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from `seccomp_fd`.
-  std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network) const;
+  std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network,
+                                      bool skills_view) const;
 
  private:
+  /// Mounts into the session's skills view exactly the skill mounts of `spec`.
+  box_error sync_skills(bwrap_session& s, const box_spec& spec);
+
   struct impl;
   std::unique_ptr<impl> impl_;
   bwrap_options opts_;

@@ -35,11 +35,19 @@ std::string_view to_string(entitlement_status x) noexcept {
   return "cancelled";
 }
 
+bool is_skill_mount(const box_spec& spec, const mount_spec& m) {
+  auto prefix = spec.mount_path + "/.skills/";
+  if (m.mode == mount_mode::none || !m.mount_path.starts_with(prefix))
+    return false;
+  auto name = std::string_view{m.mount_path}.substr(prefix.size());
+  return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
+}
+
 std::vector<mount_spec> extra_mount_key(const box_spec& spec) {
   std::vector<mount_spec> key;
   key.reserve(spec.extra_mounts.size());
   for (const auto& m : spec.extra_mounts)
-    if (m.mode != mount_mode::none)
+    if (m.mode != mount_mode::none && !is_skill_mount(spec, m))
       key.push_back(m);
   std::sort(key.begin(), key.end());
   key.erase(std::unique(key.begin(), key.end()), key.end());

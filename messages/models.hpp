@@ -64,7 +64,13 @@ struct box_spec {
   friend bool operator==(const box_spec&, const box_spec&) = default;
 };
 
-/// The set of (host_path, mount_path, mode) of extra mounts whose mode is not none.
+/// True for a skill mount: `<mount_path>/.skills/<name>`, one level deep. Sandboxes
+/// take those per exec, so they never force a new session (no churn when the skill
+/// changes between calls).
+bool is_skill_mount(const box_spec& spec, const mount_spec& m);
+
+/// The set of (host_path, mount_path, mode) of extra mounts whose mode is not none,
+/// skill mounts excepted: what a running session cannot change.
 std::vector<mount_spec> extra_mount_key(const box_spec& spec);
 
 /// A session as reported to callers (BoxSessionInfo).

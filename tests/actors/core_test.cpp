@@ -312,6 +312,28 @@ BOOST_AUTO_TEST_CASE(shutdown_stops_every_session) {
   BOOST_CHECK_EQUAL(f.backend->stop_count(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(changing_skill_mounts_keeps_the_warm_session) {
+  core_fixture f;
+  std::filesystem::create_directories(f.root / "skills" / "a");
+  std::filesystem::create_directories(f.root / "skills" / "b");
+  auto with = [&](const char* name) {
+    auto req = exec_req("workspace-a", "s", "echo x");
+    req.spec.extra_mounts.push_back(
+      {(f.root / "skills" / name).string(), std::string{"/workspace/.skills/"} + name, mount_mode::rw});
+    return req;
+  };
+  BOOST_REQUIRE(f.call<exec_result>(exec_atom_v, with("a")).ok());
+  BOOST_REQUIRE(f.call<exec_result>(exec_atom_v, with("b")).ok());
+  BOOST_REQUIRE(f.exec("workspace-a", "s", "echo x").ok());
+  // The reference recreates the session each time (session churn); one start here.
+  BOOST_CHECK_EQUAL(f.backend->start_count(), 1u);
+  // Any other mount still cannot be added to a running sandbox.
+  auto other = exec_req("workspace-a", "s", "echo x");
+  other.spec.extra_mounts.push_back({(f.root / "skills" / "a").string(), "/data", mount_mode::ro});
+  BOOST_REQUIRE(f.call<exec_result>(exec_atom_v, other).ok());
+  BOOST_CHECK_EQUAL(f.backend->start_count(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(mounts_outside_allowed_roots_are_refused) {
   core_fixture f;
   auto req = exec_req("workspace-a", "s", "echo x");

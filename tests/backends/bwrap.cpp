@@ -327,6 +327,44 @@ BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, bwrap_fi
     BOOST_TEST(r.details.at(key), key);
 }
 
+BOOST_FIXTURE_TEST_CASE(skills_come_and_go_per_exec_in_the_same_sandbox, bwrap_fixture) {
+  auto skills = root + "/skills-store";
+  for (auto name : {"alpha", "beta"}) {
+    fs::create_directories(skills + "/" + name);
+    std::ofstream{skills + "/" + name + "/SKILL.md"} << "skill " << name;
+  }
+  auto s = spec("skills", tenant("eeeeeeeeeeeeeeeeeeeeeeee"));
+  auto session = start(s);
+  auto with = [&](std::string name, mount_mode mode) {
+    auto e = s;
+    e.extra_mounts = {mount_spec{skills + "/" + name, "/workspace/.skills/" + name, mode}};
+    return e;
+  };
+  auto a = with("alpha", mount_mode::ro);
+  auto first = run(*session, a, "echo $PPID; cat /workspace/.skills/alpha/SKILL.md; ls /workspace/.skills; "
+                                "touch /workspace/.skills/alpha/x 2>&1");
+  BOOST_TEST(first.stdout_text.find("skill alpha") != std::string::npos);
+  BOOST_TEST(first.stdout_text.find("Read-only file system") != std::string::npos);
+  BOOST_TEST(!fs::exists(skills + "/alpha/x"));
+  // Another skill: only it is visible now, and the sandbox is the same one.
+  auto b = with("beta", mount_mode::ro);
+  auto second = run(*session, b, "echo $PPID; ls /workspace/.skills; cat /workspace/.skills/beta/SKILL.md");
+  BOOST_TEST(second.stdout_text.find("alpha") == std::string::npos);
+  BOOST_TEST(second.stdout_text.find("skill beta") != std::string::npos);
+  BOOST_TEST(first.stdout_text.substr(0, first.stdout_text.find('\n'))
+             == second.stdout_text.substr(0, second.stdout_text.find('\n')));
+  // Standard mode mounts skills read-write.
+  auto w = with("beta", mount_mode::rw);
+  BOOST_TEST(run(*session, w, "echo note > /workspace/.skills/beta/note && echo ok").stdout_text == "ok");
+  BOOST_TEST(fs::exists(skills + "/beta/note"));
+  // No skill: none visible.
+  BOOST_TEST(run(*session, s, "ls /workspace/.skills | wc -l").stdout_text == "0");
+  backend->stop_session(*session);
+  // The packages survive the session's cleanup (nothing was removed through a mount).
+  BOOST_TEST(fs::exists(skills + "/alpha/SKILL.md"));
+  BOOST_TEST(fs::exists(skills + "/beta/note"));
+}
+
 struct rlimit_fixture : bwrap_fixture {
   rlimit_fixture() {
     backend.reset();

@@ -33,6 +33,20 @@ BOOST_AUTO_TEST_CASE(extra_mount_key_skips_none_sorts_and_deduplicates) {
   BOOST_CHECK(key[1] == (mount_spec{"/b", "/mnt/b", mount_mode::ro}));
 }
 
+BOOST_AUTO_TEST_CASE(skill_mounts_are_not_part_of_the_mount_key) {
+  box_spec spec;
+  spec.extra_mounts = {{"/srv/skills/a", "/workspace/.skills/a", mount_mode::ro},
+                       {"/srv/data", "/data", mount_mode::ro},
+                       {"/srv/skills/b", "/workspace/.skills/b/deeper", mount_mode::ro}};
+  BOOST_CHECK(is_skill_mount(spec, spec.extra_mounts[0]));
+  BOOST_CHECK(!is_skill_mount(spec, spec.extra_mounts[1]));
+  BOOST_CHECK(!is_skill_mount(spec, spec.extra_mounts[2]));
+  auto key = extra_mount_key(spec);
+  BOOST_REQUIRE_EQUAL(key.size(), 2u);
+  BOOST_CHECK_EQUAL(key[0].mount_path, "/data");
+  BOOST_CHECK_EQUAL(key[1].mount_path, "/workspace/.skills/b/deeper");
+}
+
 BOOST_AUTO_TEST_CASE(extra_mount_key_is_independent_of_order) {
   box_spec x;
   x.extra_mounts = {{"/a", "/m/a", mount_mode::rw}, {"/b", "/m/b", mount_mode::ro}};
