@@ -3,11 +3,15 @@
 // filter), reads exec requests on stdin and answers on stdout (backends/init_protocol.hpp).
 // Per exec it creates and enters the workdir itself, forks `/bin/sh -c CMD` in a process
 // group of its own, collects both output streams (capped as it reads) and the exit
-// status, then kills whatever the command left running in its group. It exits when its
-// stdin closes. Standard library and POSIX only.
+// status, then kills whatever the command left running in its group. It also starts
+// managed processes (long-running stdio servers) on request over the control FIFOs of
+// /.boxrt/io, serves those requests even while an exec runs, reaps them and records
+// their exit codes there. It exits when its stdin closes (the sandbox ends with it).
+// Standard library and POSIX only.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -16,14 +20,29 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "backends/init_protocol.hpp"
 
+extern char** environ;
+
 namespace proto = boxrt::init_protocol;
 
 namespace {
+
+/// The session's io folder: FIFOs of managed processes, their exit files, control FIFOs.
+constexpr const char* io_dir = "/.boxrt/io";
+
+/// The managed-process side of init: control FIFOs, SIGCHLD, the children by pid.
+struct control_state {
+  int req = -1; // ctl.req, held O_RDWR so it never reads end of input
+  int rep = -1; // ctl.rep, held O_RDWR so opening it never blocks
+  int sig = -1; // signalfd for SIGCHLD
+  std::map<pid_t, std::string> managed;
+};
+control_state ctl;
 
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -80,6 +99,194 @@ std::string make_dirs(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return "mkdir: cannot create directory '" + path + "': Not a directory";
   return {};
+}
+
+std::string io_path(const std::string& name, const char* suffix) {
+  return std::string{io_dir} + "/" + name + suffix;
+}
+
+int64_t exit_code_of(int status) {
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/// `<name>.exit`, written whole then renamed, so the host never reads half a number.
+void write_exit(const std::string& name, int64_t code) {
+  auto tmp = io_path(name, ".exit.tmp");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return;
+  auto text = std::to_string(code) + "\n";
+  bool ok = write_all(fd, text);
+  ::close(fd);
+  if (ok)
+    ::rename(tmp.c_str(), io_path(name, ".exit").c_str());
+}
+
+/// Reaps the managed children that have ended. Only ours, by pid: an exec's child is
+/// waited for by run() itself.
+void reap_managed() {
+  if (ctl.sig >= 0) {
+    signalfd_siginfo info;
+    while (::read(ctl.sig, &info, sizeof info) > 0) {
+    }
+  }
+  for (auto it = ctl.managed.begin(); it != ctl.managed.end();) {
+    int status = 0;
+    auto r = ::waitpid(it->first, &status, WNOHANG);
+    if (r == it->first) {
+      write_exit(it->second, exit_code_of(status));
+      it = ctl.managed.erase(it);
+    } else if (r < 0 && errno == ECHILD) {
+      write_exit(it->second, 137);
+      it = ctl.managed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && name != "." && name != ".." && name != "ctl"
+         && name.find('/') == std::string::npos;
+}
+
+/// Forks the managed process: its own session and process group, the FIFOs as stdio,
+/// cwd created and entered, then execvp (no shell). Replies once the child holds the
+/// FIFOs; a command that cannot run exits 127 (126: not executable, 1: cwd) with the
+/// reason on its stderr, as `sh -c 'mkdir -p CWD && cd CWD && exec CMD'` would.
+proto::control_reply spawn(const proto::spawn_request& req) {
+  proto::control_reply reply;
+  reply.id = req.id;
+  if (!valid_name(req.name) || req.command.empty()) {
+    reply.error = "invalid managed process request";
+    return reply;
+  }
+  for (auto& [pid, name] : ctl.managed)
+    if (name == req.name) {
+      reply.error = "managed process " + req.name + " is already running";
+      return reply;
+    }
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) {
+    reply.error = std::string{"cannot create a pipe: "} + std::strerror(errno);
+    return reply;
+  }
+  std::vector<char*> argv, envp;
+  argv.push_back(const_cast<char*>(req.command.c_str()));
+  for (auto& a : req.args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : req.env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::unlink(io_path(req.name, ".exit").c_str());
+  auto pid = ::fork();
+  if (pid < 0) {
+    reply.error = std::string{"cannot start the process: "} + std::strerror(errno);
+    ::close(sync[0]), ::close(sync[1]);
+    return reply;
+  }
+  if (pid == 0) {
+    // init is single-threaded: allocation is safe here.
+    ::setsid();
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+      (void)!::write(fd, "0", 1);
+      ::close(fd);
+    }
+    int in = ::open(io_path(req.name, ".in").c_str(), O_RDONLY | O_CLOEXEC);
+    int out = ::open(io_path(req.name, ".out").c_str(), O_WRONLY | O_CLOEXEC);
+    int err = ::open(io_path(req.name, ".err").c_str(), O_WRONLY | O_CLOEXEC);
+    if (in < 0 || out < 0 || err < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
+      ::_exit(126);
+    (void)!::write(sync[1], "o", 1);
+    if (auto e = make_dirs(req.cwd); !e.empty()) {
+      write_all(2, e + "\n");
+      ::_exit(1);
+    }
+    if (::chdir(req.cwd.c_str()) != 0) {
+      write_all(2, "cd: " + req.cwd + ": " + std::strerror(errno) + "\n");
+      ::_exit(1);
+    }
+    environ = envp.data(); // execvp searches the PATH the process is given
+    ::execvp(argv[0], argv.data());
+    auto e = errno;
+    write_all(2, req.command + (e == ENOENT ? ": not found" : std::string{": "} + std::strerror(e)) + "\n");
+    ::_exit(e == ENOENT ? 127 : 126);
+  }
+  ::close(sync[1]);
+  // The opens cannot block (the host holds the other ends), so this wait is short.
+  char c = 0;
+  pollfd p{sync[0], POLLIN, 0};
+  int rc;
+  while ((rc = ::poll(&p, 1, 5000)) < 0 && errno == EINTR) {
+  }
+  bool opened = rc > 0 && ::read(sync[0], &c, 1) == 1 && c == 'o';
+  ::close(sync[0]);
+  if (!opened) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    reply.error = "managed process " + req.name + " could not open its stdio";
+    return reply;
+  }
+  ctl.managed[pid] = req.name;
+  reply.pid = pid;
+  return reply;
+}
+
+proto::control_reply signal_managed(const proto::kill_request& req) {
+  proto::control_reply reply;
+  reply.id = req.id;
+  if (req.signal <= 0 || req.signal >= NSIG) {
+    reply.error = "invalid signal";
+    return reply;
+  }
+  for (auto& [pid, name] : ctl.managed)
+    if (name == req.name) {
+      if (::kill(-pid, static_cast<int>(req.signal)) != 0)
+        ::kill(pid, static_cast<int>(req.signal));
+      break;
+    }
+  return reply; // an ended process needs no signal
+}
+
+/// Serves one control request; a broken control channel is closed for good.
+void serve_control() {
+  std::string payload;
+  if (!read_frame(ctl.req, payload)) {
+    ::close(ctl.req);
+    ctl.req = -1;
+    return;
+  }
+  proto::control_reply reply;
+  auto kind = proto::request_kind(payload);
+  if (kind == "spawn") {
+    if (auto r = proto::decode_spawn(payload))
+      reply = spawn(*r);
+    else
+      reply.error = "malformed spawn request";
+  } else if (kind == "kill") {
+    if (auto r = proto::decode_kill(payload))
+      reply = signal_managed(*r);
+    else
+      reply.error = "malformed kill request";
+  } else {
+    reply.error = "unknown request";
+  }
+  write_all(ctl.rep, proto::encode(reply));
+}
+
+/// Reaps and serves control requests when poll saw them ready.
+void service(short sig_events, short ctl_events) {
+  if (sig_events != 0)
+    reap_managed();
+  if ((ctl_events & (POLLIN | POLLHUP | POLLERR)) != 0)
+    serve_control();
 }
 
 struct stream {
@@ -139,6 +346,9 @@ proto::exec_reply run(const proto::exec_request& req) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // The command is the one the out-of-memory killer should pick, not this process.
     if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
       (void)!::write(fd, "0", 1);
@@ -168,6 +378,7 @@ proto::exec_reply run(const proto::exec_request& req) {
   bool open_out = true, open_err = true;
   // Read until the command exits; then kill what it left in its group and read until
   // both streams close (a process that escaped the group gets 100 ms, then is cut off).
+  // Managed processes are reaped and control requests served meanwhile.
   while (open_out || open_err) {
     if (!exited) {
       auto r = ::waitpid(pid, &status, WNOHANG);
@@ -176,13 +387,18 @@ proto::exec_reply run(const proto::exec_request& req) {
         ::kill(-pid, SIGKILL);
       }
     }
-    pollfd fds[2];
+    pollfd fds[4];
     int n = 0;
     if (open_out)
       fds[n++] = {so.fd, POLLIN, 0};
     if (open_err)
       fds[n++] = {se.fd, POLLIN, 0};
+    int streams = n;
+    fds[n++] = {ctl.sig, POLLIN, 0};
+    fds[n++] = {ctl.req, POLLIN, 0};
     auto rc = ::poll(fds, static_cast<nfds_t>(n), exited ? 100 : 20);
+    if (rc > 0)
+      service(fds[streams].revents, fds[streams + 1].revents);
     if (rc == 0 && exited)
       break;
     if (open_out)
@@ -211,16 +427,39 @@ proto::exec_reply run(const proto::exec_request& req) {
 
 int main() {
   ::signal(SIGPIPE, SIG_IGN);
-  // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap); ours only.
+  // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap); our managed
+  // children by us, on SIGCHLD (children unblock it again).
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  ctl.sig = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  // The control FIFOs exist when the host gave this sandbox an io folder.
+  ctl.req = ::open((std::string{io_dir} + "/ctl.req").c_str(), O_RDWR | O_CLOEXEC);
+  ctl.rep = ::open((std::string{io_dir} + "/ctl.rep").c_str(), O_RDWR | O_CLOEXEC);
+  if (ctl.req < 0 || ctl.rep < 0) {
+    if (ctl.req >= 0)
+      ::close(ctl.req);
+    ctl.req = -1;
+  }
   if (!write_all(1, proto::ready_frame()))
     return 1;
   std::string payload;
-  while (read_frame(0, payload)) {
+  for (;;) {
+    pollfd fds[3] = {{0, POLLIN, 0}, {ctl.sig, POLLIN, 0}, {ctl.req, POLLIN, 0}};
+    // The timeout only bounds how late a child is reaped should a SIGCHLD be lost.
+    auto rc = ::poll(fds, 3, 1000);
+    if (rc < 0 && errno != EINTR)
+      return 1;
+    service(rc == 0 ? POLLIN : fds[1].revents, rc > 0 ? fds[2].revents : 0);
+    if (rc <= 0 || fds[0].revents == 0)
+      continue;
+    if (!read_frame(0, payload))
+      return 0;
     auto req = proto::decode_request(payload);
     if (!req)
       return 2;
     if (!write_all(1, proto::encode(run(*req))))
       return 1;
   }
-  return 0;
 }

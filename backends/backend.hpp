@@ -3,8 +3,12 @@
 // on the worker pool, never on an actor scheduler thread.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "messages/error.hpp"
 #include "messages/models.hpp"
@@ -27,6 +31,27 @@ class backend_session {
   /// stopping, and its exec job may not have reached the backend yet). The exec call then
   /// returns promptly; its result is discarded by the caller.
   virtual void interrupt() = 0;
+};
+
+/// One long-running process inside a session's sandbox (a stdio server such as an MCP
+/// server; protocol.md §4.7). Thread-safe. Destroying the object SIGKILLs the process if
+/// it still runs (no grace); call terminate() first for the orderly stop.
+class managed_process {
+ public:
+  virtual ~managed_process() = default;
+  /// Read end of the process's stdout, non-blocking, owned by this object (dup it to keep it).
+  virtual int stdout_fd() const = 0;
+  /// Writes `data` to the process's stdin (blocking until written or the pipe is gone);
+  /// false when stdin is closed.
+  virtual bool write_stdin(std::string_view data) = 0;
+  /// Exit code once the process has ended (128+signal when killed), nullopt while
+  /// running. Non-blocking. A process that ended with its sandbox (session stopped or
+  /// interrupted) reports 137.
+  virtual std::optional<int64_t> exit_code() = 0;
+  /// The rolling stderr preview (§4.7), drained continuously by the backend.
+  virtual std::string stderr_preview() const = 0;
+  /// Close stdin, SIGTERM, wait up to `grace`, SIGKILL; blocking (worker pool only). Idempotent.
+  virtual void terminate(std::chrono::milliseconds grace = std::chrono::seconds{5}) = 0;
 };
 
 /// Limits a backend applies to every exec.
@@ -54,11 +79,32 @@ class backend {
   virtual result<exec_result> exec(backend_session& session, const box_spec& spec,
                                    const exec_limits& limits) = 0;
 
-  /// Destroys the sandbox; tolerates resources that are already gone.
+  /// Starts `spec.command` with `spec.args` (no shell) as a managed process in the
+  /// session's sandbox, `spec.cwd` created first. A command that cannot be executed
+  /// still starts: it exits 127 with the reason in its stderr preview, as the
+  /// reference's `sh -c 'exec ...'` does. Blocking (worker pool only).
+  virtual result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
+                                                                         const process_spec& spec) {
+    (void)session;
+    (void)spec;
+    return make_box_error(ec::box_error, name() + " backend does not support managed processes");
+  }
+
+  /// Destroys the sandbox (and every managed process in it); tolerates resources that
+  /// are already gone.
   virtual void stop_session(backend_session& session) = 0;
 
   /// Removes what an earlier run of this boxd left behind (own state only).
   virtual void cleanup_orphans() {}
+
+  /// Makes the skill storage of one workspace (`<skills_root>/tenants/ws-<24 hex>`)
+  /// ready for the skill store and returns what keeps it so (null: nothing to hold).
+  /// The bwrap backend mounts the workspace's skill-storage quota image there.
+  /// Blocking.
+  virtual result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) {
+    (void)dir;
+    return std::shared_ptr<void>{};
+  }
 };
 
 using backend_ptr = std::shared_ptr<backend>;

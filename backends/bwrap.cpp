@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@
 
 #include "backends/cgroup.hpp"
 #include "backends/init_protocol.hpp"
+#include "backends/managed.hpp"
 #include "backends/output.hpp"
 #include "backends/quota.hpp"
 #include "backends/seccomp.hpp"
@@ -47,6 +49,29 @@ constexpr const char* sandbox_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 
 /// Where boxrt-init appears inside every sandbox.
 constexpr const char* init_in_sandbox = "/.boxrt/init";
+
+/// Where the session's io folder (managed-process FIFOs, exit files, the control FIFOs
+/// of boxrt-init) appears inside every sandbox.
+constexpr const char* io_in_sandbox = "/.boxrt/io";
+
+/// How long a control request (spawn, kill) may wait for boxrt-init's reply.
+constexpr auto control_timeout = std::chrono::seconds{10};
+
+/// The environment every command sees, then the spec's own variables.
+std::vector<std::string> sandbox_env(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out{std::string{"PATH="} + sandbox_path, "HOME=/home", "PYTHONUNBUFFERED=1",
+                               "LANG=C.UTF-8"};
+  for (auto& [k, v] : env)
+    out.push_back(k + "=" + v);
+  return out;
+}
+
+/// A FIFO the sandbox uid may open, made fresh: whatever the sandbox left under that
+/// name (it owns the folder) is removed first, never followed.
+bool make_fifo(const std::string& path, uint32_t uid, uint32_t gid) {
+  ::unlink(path.c_str());
+  return ::mkfifo(path.c_str(), 0600) == 0 && ::lchown(path.c_str(), uid, gid) == 0;
+}
 
 std::string find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -244,7 +269,9 @@ std::string managed_tenant_name(const std::string& host_path) {
 
 // -- session ----------------------------------------------------------------------------
 
-class bwrap_session final : public backend_session {
+class bwrap_managed_process;
+
+class bwrap_session final : public backend_session, public std::enable_shared_from_this<bwrap_session> {
  public:
   explicit bwrap_session(std::string id) : id_(std::move(id)) {}
   ~bwrap_session() override { teardown(); }
@@ -291,6 +318,12 @@ class bwrap_session final : public backend_session {
     close_fd(from_init);
     close_fd(errors);
     {
+      std::lock_guard lock{ctl_mtx};
+      close_fd(ctl_req);
+      close_fd(ctl_rep);
+    }
+    sandbox_ended(); // before the io folder goes with the private folder
+    {
       std::lock_guard lock{kill_mtx_};
       if (group)
         group->destroy();
@@ -321,12 +354,160 @@ class bwrap_session final : public backend_session {
   /// One exec at a time (the session actor serializes too; this guards the pipes).
   std::mutex exec_mtx;
 
+  /// Host side of the io folder bound at /.boxrt/io ("" = none).
+  std::string io_dir;
+  /// boxrt-init's control FIFOs (host ends), guarded by ctl_mtx; one request at a time.
+  std::mutex ctl_mtx;
+  int ctl_req = -1;
+  int ctl_rep = -1;
+  int64_t ctl_seq = 0;
+  /// Names the managed processes p1, p2, ...
+  std::atomic<uint64_t> process_seq{0};
+
+  /// Sends one control request and waits for its reply (stale replies of requests
+  /// that timed out are skipped). Blocking, bounded by control_timeout.
+  result<proto::control_reply> control(std::string frame, int64_t id);
+
+  void add_process(const std::shared_ptr<bwrap_managed_process>& p) {
+    std::lock_guard lock{procs_mtx_};
+    std::erase_if(procs_, [](auto& w) { return w.expired(); });
+    procs_.push_back(p);
+  }
+
+  /// Tells each managed process its sandbox is gone (defined after that class).
+  void sandbox_ended();
+
  private:
   std::mutex teardown_mtx_;
+  std::mutex procs_mtx_;
+  std::vector<std::weak_ptr<bwrap_managed_process>> procs_;
   /// Guards `group` between interrupt (actor thread) and teardown (pool).
   std::mutex kill_mtx_;
   bool torn_down_ = false;
 };
+
+result<proto::control_reply> bwrap_session::control(std::string frame, int64_t id) {
+  std::lock_guard lock{ctl_mtx};
+  if (ctl_req < 0 || !alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " is not running");
+  if (!write_all(ctl_req, frame))
+    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
+  auto deadline = clock_type::now() + control_timeout;
+  for (;;) {
+    std::string payload;
+    // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
+    auto st = read_frame(ctl_rep, payload, deadline, &interrupted_);
+    if (st == read_status::timeout)
+      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " did not answer in time");
+    if (st == read_status::closed)
+      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " has ended");
+    auto reply = proto::decode_control_reply(payload);
+    if (!reply)
+      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " sent a malformed reply");
+    if (reply->id == id)
+      return *reply;
+  }
+}
+
+/// A managed process inside a bwrap sandbox: boxrt-init's child, reached through FIFOs
+/// of the session's io folder. Its exit code comes from the `<name>.exit` file init
+/// writes; when the sandbox itself ends first, the code is 137 (killed with it).
+class bwrap_managed_process final : public fd_managed_process {
+ public:
+  bwrap_managed_process(std::weak_ptr<bwrap_session> session, std::string name, std::string io_dir,
+                        int in_fd, int out_fd, int err_fd)
+    : fd_managed_process{in_fd, out_fd, err_fd}, session_{std::move(session)}, name_{std::move(name)},
+      exit_path_{io_dir + "/" + name_ + ".exit"} {}
+
+  ~bwrap_managed_process() override {
+    if (!exit_code())
+      send_signal(SIGKILL);
+    ::unlink(exit_path_.c_str());
+  }
+
+  /// The sandbox is going: the exit code is what init recorded, else 137.
+  void sandbox_ended() {
+    ended_ = true;
+    exit_code();
+  }
+
+ protected:
+  std::optional<int64_t> poll_exit() override {
+    if (auto code = read_exit_file())
+      return code;
+    auto s = session_.lock();
+    if (ended_ || !s || !s->alive())
+      return read_exit_file().value_or(137);
+    return std::nullopt;
+  }
+
+  void wait_exit(clock_type::time_point deadline) override {
+    // The exit file appears when init reaps the process; it is looked for every 10 ms.
+    while (!exit_code()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      if (left <= 0)
+        return;
+      ::poll(nullptr, 0, static_cast<int>(std::min<int64_t>(left, 10)));
+    }
+  }
+
+  void send_signal(int sig) override {
+    auto s = session_.lock();
+    if (!s || ended_)
+      return;
+    proto::kill_request req;
+    req.id = 0;
+    req.name = name_;
+    req.signal = sig;
+    {
+      std::lock_guard lock{s->ctl_mtx};
+      req.id = ++s->ctl_seq;
+    }
+    if (auto r = s->control(proto::encode(req), req.id); !r)
+      spdlog::debug("bwrap: cannot signal managed process {} in {}: {}", name_, s->id(), r.error().message);
+  }
+
+ private:
+  /// The code init wrote; the file belongs to the sandbox uid, so it is read with care
+  /// (no symlink, no FIFO, a number only).
+  std::optional<int64_t> read_exit_file() const {
+    int fd = ::open(exit_path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      return std::nullopt;
+    struct stat st{};
+    char buf[32] = {};
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+      n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0)
+      return std::nullopt;
+    auto text = strip(std::string_view{buf, static_cast<size_t>(n)});
+    int64_t code = 0;
+    auto [end, errc] = std::from_chars(text.data(), text.data() + text.size(), code);
+    if (errc != std::errc{} || end != text.data() + text.size())
+      return std::nullopt;
+    return code;
+  }
+
+  std::weak_ptr<bwrap_session> session_;
+  std::string name_;
+  std::string exit_path_;
+  std::atomic<bool> ended_{false};
+};
+
+void bwrap_session::sandbox_ended() {
+  std::vector<std::shared_ptr<bwrap_managed_process>> alive;
+  {
+    std::lock_guard lock{procs_mtx_};
+    for (auto& w : procs_)
+      if (auto p = w.lock())
+        alive.push_back(std::move(p));
+    procs_.clear();
+  }
+  for (auto& p : alive)
+    p->sandbox_ended();
+}
 
 // -- backend ----------------------------------------------------------------------------
 
@@ -469,6 +650,7 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
   }
   if (skills_view)
     add({"--bind", staged(), spec.mount_path + "/.skills"});
+  add({"--bind", staged(), io_in_sandbox});
   add({"--ro-bind", staged(), init_in_sandbox});
   if (spec.read_only_rootfs)
     add({"--remount-ro", "/"});
@@ -582,6 +764,22 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     if (::mount(nullptr, view.c_str(), nullptr, MS_SHARED, nullptr) != 0)
       return fail(make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)}));
     if (auto e = open_source(view, mount_mode::ro))
+      return fail(e);
+  }
+  // The io folder: managed-process FIFOs and exit files, and init's control FIFOs.
+  // The sandbox uid owns it (0700); boxd reaches it as root. It is a tiny tmpfs, so
+  // the sandbox cannot fill the state directory's disk through it.
+  {
+    if (s->private_dir.empty())
+      s->private_dir = opts_.state_dir + "/sessions/" + sid;
+    auto io = s->private_dir + "/io";
+    fs::create_directories(io, err);
+    auto options = "size=1m,nr_inodes=4096,mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
+    if (err || ::mount("boxrt-io", io.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0
+        || !make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
+      return fail(make_box_error(ec::box_error, "cannot prepare the io folder " + io));
+    s->io_dir = io;
+    if (auto e = open_source(io, mount_mode::rw))
       return fail(e);
   }
   {
@@ -726,6 +924,13 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
                                        : "it exited at start";
     return fail(make_box_error(ec::box_error, "bwrap could not start the sandbox: " + why));
   }
+  // init opened both control FIFOs before it said ready, so neither open blocks.
+  s->ctl_req = high_fd(::open((s->io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+  s->ctl_rep = high_fd(::open((s->io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+  if (s->ctl_req < 0 || s->ctl_rep < 0)
+    return fail(make_box_error(ec::box_error, "bwrap sandbox " + sid + " has no control channel"));
+  // Requests are small; blocking writes keep a frame whole.
+  ::fcntl(s->ctl_req, F_SETFL, ::fcntl(s->ctl_req, F_GETFL) & ~O_NONBLOCK);
   spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, pid);
   return std::shared_ptr<backend_session>{std::move(s)};
 }
@@ -750,9 +955,7 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   req.workdir = spec.workdir;
   req.cmd = spec.cmd;
   req.max_output_bytes = limits.max_output_bytes;
-  req.env = {std::string{"PATH="} + sandbox_path, "HOME=/home", "PYTHONUNBUFFERED=1", "LANG=C.UTF-8"};
-  for (auto& [k, v] : spec.env)
-    req.env.push_back(k + "=" + v);
+  req.env = sandbox_env(spec.env);
   if (auto err = sync_skills(*s, spec))
     return err;
   auto oom_before = s->group ? s->group->oom_kills() : 0;
@@ -850,9 +1053,84 @@ box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
   return {};
 }
 
+result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(backend_session& session,
+                                                                             const process_spec& spec) {
+  auto* s = dynamic_cast<bwrap_session*>(&session);
+  if (s == nullptr)
+    return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
+  if (!s->alive() || s->io_dir.empty())
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  auto name = "p" + std::to_string(++s->process_seq);
+  auto path = [&](const char* suffix) { return s->io_dir + "/" + name + suffix; };
+  int in_rw = -1, out = -1, err = -1;
+  auto cleanup = [&] {
+    close_fd(in_rw);
+    close_fd(out);
+    close_fd(err);
+    for (const char* suffix : {".in", ".out", ".err"})
+      ::unlink(path(suffix).c_str());
+  };
+  // Our ends first, so the child's opens inside never block: the read ends of stdout
+  // and stderr, and stdin read-write (a FIFO open for writing alone would wait for the
+  // child).
+  bool made = make_fifo(path(".in"), s->uid, s->gid) && make_fifo(path(".out"), s->uid, s->gid)
+              && make_fifo(path(".err"), s->uid, s->gid);
+  if (made) {
+    in_rw = ::open(path(".in").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    out = ::open(path(".out").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    err = ::open(path(".err").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (!made || in_rw < 0 || out < 0 || err < 0) {
+    auto why = std::string{std::strerror(errno)};
+    cleanup();
+    return make_box_error(ec::box_error, "cannot create the stdio of a managed process: " + why);
+  }
+  proto::spawn_request req;
+  {
+    std::lock_guard lock{s->ctl_mtx};
+    req.id = ++s->ctl_seq;
+  }
+  req.name = name;
+  req.command = spec.command;
+  req.args = spec.args;
+  req.cwd = spec.cwd;
+  req.env = sandbox_env(spec.env);
+  auto reply = s->control(proto::encode(req), req.id);
+  if (!reply || !reply->error.empty()) {
+    cleanup();
+    return make_box_error(ec::box_error, "bwrap: cannot start managed process " + spec.process_id + ": "
+                                           + (reply ? reply->error : reply.error().message));
+  }
+  // The child holds its end of stdin now: ours becomes write-only, so the child's end
+  // of input and our EPIPE work as with a pipe (ENXIO: it is gone already).
+  int in = ::open(path(".in").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  close_fd(in_rw);
+  for (const char* suffix : {".in", ".out", ".err"})
+    ::unlink(path(suffix).c_str()); // both ends are open; the names are not needed
+  auto p = std::make_shared<bwrap_managed_process>(s->weak_from_this(), name, s->io_dir, in, out, err);
+  s->add_process(p);
+  spdlog::debug("bwrap: managed process {} started in {} as {} (pid {} inside)", spec.process_id, s->id(), name,
+                reply->pid);
+  return std::shared_ptr<managed_process>{std::move(p)};
+}
+
 void bwrap_backend::stop_session(backend_session& session) {
   if (auto* s = dynamic_cast<bwrap_session*>(&session))
     s->teardown();
+}
+
+result<std::shared_ptr<void>> bwrap_backend::acquire_skill_storage(const std::string& dir) {
+  if (!unavailable_.empty() || opts_.skills_tenants_dir.empty())
+    return std::shared_ptr<void>{};
+  fs::path p{dir};
+  auto name = p.filename().string();
+  if (fs::path{opts_.skills_tenants_dir}.lexically_normal() != p.parent_path().lexically_normal()
+      || managed_tenant_name(opts_.skills_tenants_dir + "/" + name).empty())
+    return std::shared_ptr<void>{};
+  auto lease = impl_->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb);
+  if (!lease)
+    return lease.error();
+  return std::shared_ptr<void>{std::move(lease.value())};
 }
 
 void bwrap_backend::cleanup_orphans() {

@@ -66,11 +66,18 @@ class bwrap_backend : public backend {
   result<std::shared_ptr<backend_session>> start_session(const box_spec& spec) override;
   result<exec_result> exec(backend_session& session, const box_spec& spec,
                            const exec_limits& limits) override;
+  /// Runs the process inside the session's sandbox (its namespaces, cgroup, uid and
+  /// seccomp filter) as a child of boxrt-init, through FIFOs of the session's io folder.
+  /// `memory_mb` is not applied: the session's memory limit covers it.
+  result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
+                                                                 const process_spec& spec) override;
   void stop_session(backend_session& session) override;
   void cleanup_orphans() override;
+  result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) override;
 
   /// The bwrap argument list of a session (for tests and logs). Host sources (the
-  /// workspace, extra mounts, boxrt-init, in that order) appear as the staging paths
+  /// workspace, extra mounts, the skills view, the io folder, boxrt-init, in that
+  /// order) appear as the staging paths
   /// `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from `seccomp_fd`.
   std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network,
                                       bool skills_view) const;

@@ -6,12 +6,26 @@
 // fields. A field is a 4-byte little-endian length and its bytes. Numbers travel as
 // decimal text.
 //
+// Every request starts with its kind. On init's stdin and stdout (one exec at a time):
+//
 //   init -> host, once at start:  "ready"
-//   host -> init, per exec:       workdir, cmd, max_output_bytes, env count, KEY=VALUE...
+//   host -> init, per exec:       "exec", workdir, cmd, max_output_bytes, env count,
+//                                 KEY=VALUE...
 //   init -> host, per exec:       "result", exit code, stdout kept, stdout total,
 //                                 stderr kept, stderr total, duration ms, error
 // A non-empty `error` means the command did not start (workdir or fork failure); its
 // text is the stderr the caller sees, with exit code 1 as `sh -c 'mkdir -p ...'` gives.
+//
+// Managed processes go over a second channel, the FIFOs `ctl.req` and `ctl.rep` in the
+// session's io folder (`/.boxrt/io` inside), which init serves even while an exec runs:
+//
+//   host -> init:  "spawn", id, name, command, cwd, arg count, args..., env count, KEY=VALUE...
+//   host -> init:  "kill", id, name, signal
+//   init -> host:  "reply", id, pid (0 for kill), error ("" = done)
+// A spawned process takes `<name>.in`, `<name>.out` and `<name>.err` of the io folder as
+// its stdin, stdout and stderr (the host holds the other ends open first, so no open
+// blocks); init replies once the child has opened them, and writes its exit code
+// (128+signal when killed) to `<name>.exit` when it ends.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +44,30 @@ struct exec_request {
   std::string cmd;
   int64_t max_output_bytes = 1048576;
   std::vector<std::string> env;
+};
+
+/// Starts a managed process (request kind "spawn").
+struct spawn_request {
+  int64_t id = 0;
+  std::string name;
+  std::string command;
+  std::string cwd;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+};
+
+/// Signals the process group of a managed process (request kind "kill").
+struct kill_request {
+  int64_t id = 0;
+  std::string name;
+  int64_t signal = 15;
+};
+
+/// Answers a spawn or a kill.
+struct control_reply {
+  int64_t id = 0;
+  int64_t pid = 0;
+  std::string error;
 };
 
 struct exec_reply {
@@ -120,9 +158,16 @@ class reader {
   std::string_view rest_;
 };
 
+/// The kind of a request payload ("exec", "spawn", "kill"); "" when malformed.
+inline std::string_view request_kind(std::string_view payload) {
+  reader rd{payload};
+  auto kind = rd.field();
+  return kind ? *kind : std::string_view{};
+}
+
 inline std::string encode(const exec_request& r) {
   writer w;
-  w.field(r.workdir).field(r.cmd).number(r.max_output_bytes).number(static_cast<int64_t>(r.env.size()));
+  w.field("exec").field(r.workdir).field(r.cmd).number(r.max_output_bytes).number(static_cast<int64_t>(r.env.size()));
   for (auto& e : r.env)
     w.field(e);
   return w.frame();
@@ -131,6 +176,8 @@ inline std::string encode(const exec_request& r) {
 inline std::optional<exec_request> decode_request(std::string_view payload) {
   reader rd{payload};
   exec_request r;
+  if (rd.field() != std::optional<std::string_view>{"exec"})
+    return std::nullopt;
   auto wd = rd.field();
   auto cmd = rd.field();
   auto max = rd.number();
@@ -178,6 +225,76 @@ inline std::optional<exec_reply> decode_reply(std::string_view payload) {
   r.duration_ms = *ms;
   r.error = *error;
   return r;
+}
+
+inline std::string encode(const spawn_request& r) {
+  writer w;
+  w.field("spawn").number(r.id).field(r.name).field(r.command).field(r.cwd);
+  w.number(static_cast<int64_t>(r.args.size()));
+  for (auto& a : r.args)
+    w.field(a);
+  w.number(static_cast<int64_t>(r.env.size()));
+  for (auto& e : r.env)
+    w.field(e);
+  return w.frame();
+}
+
+inline std::optional<spawn_request> decode_spawn(std::string_view payload) {
+  reader rd{payload};
+  spawn_request r;
+  auto kind = rd.field();
+  auto id = rd.number();
+  auto name = rd.field();
+  auto cmd = rd.field();
+  auto cwd = rd.field();
+  if (kind != std::optional<std::string_view>{"spawn"} || !id || !name || !cmd || !cwd)
+    return std::nullopt;
+  r.id = *id;
+  r.name = *name;
+  r.command = *cmd;
+  r.cwd = *cwd;
+  for (auto* list : {&r.args, &r.env}) {
+    auto n = rd.number();
+    if (!n || *n < 0 || *n > 4096)
+      return std::nullopt;
+    for (int64_t i = 0; i < *n; ++i) {
+      auto f = rd.field();
+      if (!f)
+        return std::nullopt;
+      list->emplace_back(*f);
+    }
+  }
+  return rd.done() ? std::optional{std::move(r)} : std::nullopt;
+}
+
+inline std::string encode(const kill_request& r) {
+  return writer{}.field("kill").number(r.id).field(r.name).number(r.signal).frame();
+}
+
+inline std::optional<kill_request> decode_kill(std::string_view payload) {
+  reader rd{payload};
+  auto kind = rd.field();
+  auto id = rd.number();
+  auto name = rd.field();
+  auto sig = rd.number();
+  if (kind != std::optional<std::string_view>{"kill"} || !id || !name || !sig || !rd.done())
+    return std::nullopt;
+  return kill_request{*id, std::string{*name}, *sig};
+}
+
+inline std::string encode(const control_reply& r) {
+  return writer{}.field("reply").number(r.id).number(r.pid).field(r.error).frame();
+}
+
+inline std::optional<control_reply> decode_control_reply(std::string_view payload) {
+  reader rd{payload};
+  auto tag = rd.field();
+  auto id = rd.number();
+  auto pid = rd.number();
+  auto error = rd.field();
+  if (tag != std::optional<std::string_view>{"reply"} || !id || !pid || !error || !rd.done())
+    return std::nullopt;
+  return control_reply{*id, *pid, std::string{*error}};
 }
 
 inline std::string ready_frame() {

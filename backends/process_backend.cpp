@@ -1,5 +1,6 @@
 // The process backend: a session is a host directory, an exec a host shell in it.
 #include "backends/process_backend.hpp"
+#include "backends/managed.hpp"
 #include "backends/readiness_keys.hpp"
 #include "backends/session_dir.hpp"
 #include "backends/subprocess.hpp"
@@ -22,10 +23,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// A session: its directory, and the sticky interrupt flag run_process polls.
+/// A session: its directory, its spec (for the workdir mapping of managed processes),
+/// its managed processes and the sticky interrupt flag run_process polls.
 class process_session final : public backend_session {
  public:
-  explicit process_session(std::string dir) : dir_{std::move(dir)} {
+  process_session(std::string dir, box_spec spec) : dir_{std::move(dir)}, spec_{std::move(spec)} {
   }
 
   std::string id() const override {
@@ -39,15 +41,25 @@ class process_session final : public backend_session {
 
   void interrupt() override {
     interrupted_.store(true, std::memory_order_release);
+    processes_.kill_all();
   }
 
   void stop() noexcept {
     interrupted_.store(true, std::memory_order_release);
     stopped_.store(true, std::memory_order_release);
+    processes_.kill_all();
   }
 
   const std::string& dir() const noexcept {
     return dir_;
+  }
+
+  const box_spec& spec() const noexcept {
+    return spec_;
+  }
+
+  host_process_list& processes() noexcept {
+    return processes_;
   }
 
   const std::atomic<bool>& interrupted() const noexcept {
@@ -56,6 +68,8 @@ class process_session final : public backend_session {
 
  private:
   std::string dir_;
+  box_spec spec_;
+  host_process_list processes_;
   std::atomic<bool> interrupted_{false};
   std::atomic<bool> stopped_{false};
 };
@@ -140,7 +154,7 @@ result<std::shared_ptr<backend_session>> process_backend::start_session(const bo
     }
   }
   spdlog::info("process backend: session {} started in {}", spec.session_id, dir);
-  return std::shared_ptr<backend_session>{std::make_shared<process_session>(std::move(dir))};
+  return std::shared_ptr<backend_session>{std::make_shared<process_session>(std::move(dir), spec)};
 }
 
 result<exec_result> process_backend::exec(backend_session& session, const box_spec& spec,
@@ -190,6 +204,34 @@ result<exec_result> process_backend::exec(backend_session& session, const box_sp
                       std::chrono::steady_clock::now() - started)
                       .count();
   return out;
+}
+
+result<std::shared_ptr<managed_process>>
+process_backend::start_managed_process(backend_session& session, const process_spec& spec) {
+  auto* self = dynamic_cast<process_session*>(&session);
+  if (self == nullptr)
+    return make_box_error(ec::box_error, "process backend got a session of another backend");
+  if (!self->alive() || self->interrupted().load(std::memory_order_acquire))
+    return make_box_error(ec::box_error, "process backend error: session " + self->dir() + " is not running");
+  auto mapped = self->spec();
+  mapped.workdir = spec.cwd;
+  host_process_options options;
+  options.argv.push_back(spec.command);
+  options.argv.insert(options.argv.end(), spec.args.begin(), spec.args.end());
+  std::map<std::string, std::string> env{{"PATH", host_path_env()},
+                                         {"HOME", self->dir() + "/home"}};
+  for (const auto& [key, value] : spec.env)
+    env[key] = value;
+  for (const auto& [key, value] : env)
+    options.env.push_back(key + "=" + value);
+  options.cwd = process_host_workdir(mapped, self->dir());
+  auto started = host_managed_process::start(options);
+  if (!started)
+    return make_box_error(ec::box_error, "process backend error: " + started.error().message);
+  self->processes().add(started.value());
+  spdlog::info("process backend: managed process {} started in {} (pid {})", spec.process_id,
+               self->dir(), started.value()->pid());
+  return std::shared_ptr<managed_process>{started.value()};
 }
 
 void process_backend::stop_session(backend_session& session) {

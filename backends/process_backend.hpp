@@ -33,7 +33,11 @@ class process_backend : public backend {
   /// session's home directory) and spec.env, under spec.timeout_sec.
   result<exec_result> exec(backend_session& session, const box_spec& spec,
                            const exec_limits& limits) override;
-  /// Ends a running exec and removes the session directory.
+  /// `command args...` as a host child in a session of its own (no shell), cwd mapped
+  /// as exec maps its workdir, env PATH, HOME and spec.env. No isolation at all.
+  result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
+                                                                 const process_spec& spec) override;
+  /// Ends a running exec and every managed process, and removes the session directory.
   void stop_session(backend_session& session) override;
   /// Removes session directories of other instances from the base directory.
   void cleanup_orphans() override;

@@ -1,6 +1,7 @@
 // The scripted test backend: the command language of scripted.hpp, the records tests
 // read back, and output capping with the reference's exact clip notice.
 #include "backends/scripted.hpp"
+#include "backends/managed.hpp"
 #include "backends/output.hpp"
 
 #include <array>
@@ -53,11 +54,15 @@ class scripted_session final : public backend_session {
       interrupted_ = true;
     }
     cv_.notify_all();
+    processes.kill_all();
   }
 
   void kill() noexcept {
     alive_.store(false, std::memory_order_release);
   }
+
+  /// Its managed processes (real children), killed with the session.
+  host_process_list processes;
 
   /// Bumped by every interrupt (and stop); a gated exec ends when it changes.
   /// Guarded by the backend's mutex.
@@ -195,6 +200,32 @@ void scripted_backend::stop_session(backend_session& session) {
     }
   }
   cv_.notify_all();
+  if (self != nullptr)
+    self->processes.kill_all();
+}
+
+result<std::shared_ptr<managed_process>>
+scripted_backend::start_managed_process(backend_session& session, const process_spec& spec) {
+  auto* self = dynamic_cast<scripted_session*>(&session);
+  if (self == nullptr)
+    return make_box_error(ec::box_error, "scripted backend got a session of another backend");
+  if (!self->alive())
+    return make_box_error(ec::box_error, "scripted session " + self->id() + " is not alive");
+  {
+    std::lock_guard lock{mtx_};
+    managed_.push_back(spec);
+  }
+  host_process_options options;
+  options.env = {"PATH=/usr/bin:/bin"};
+  if (spec.command == "exit")
+    options.argv = {"sh", "-c", "exit \"$1\"", "sh", spec.args.empty() ? "0" : spec.args[0]};
+  else
+    options.argv = {"cat"};
+  auto started = host_managed_process::start(options);
+  if (!started)
+    return started.error();
+  self->processes.add(started.value());
+  return std::shared_ptr<managed_process>{started.value()};
 }
 
 void scripted_backend::hold_starts(const std::string& needle) {
@@ -251,6 +282,11 @@ size_t scripted_backend::stop_count() const {
 size_t scripted_backend::exec_count() const {
   std::lock_guard lock{mtx_};
   return execs_;
+}
+
+std::vector<process_spec> scripted_backend::managed_specs() const {
+  std::lock_guard lock{mtx_};
+  return managed_;
 }
 
 size_t scripted_backend::blocked() const {

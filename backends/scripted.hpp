@@ -10,6 +10,10 @@
 //   timeout       status timed_out, stderr "Command timed out after <t> seconds."
 //   die           the session reports alive() == false afterwards, exit 1
 //   anything else stdout = the command, exit 0 (zero cost)
+//
+// Managed processes are real host children, whatever the command: `cat` (an echo
+// server: every stdin line comes back on stdout), or, for command `exit` with args
+// [n], a process that exits n at once. Stopping or interrupting the session kills them.
 #pragma once
 
 #include <chrono>
@@ -36,6 +40,8 @@ class scripted_backend : public backend {
   result<exec_result> exec(backend_session& session, const box_spec& spec,
                            const exec_limits& limits) override;
   void stop_session(backend_session& session) override;
+  result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
+                                                                 const process_spec& spec) override;
 
   // -- scripting (thread-safe) --------------------------------------------------------
 
@@ -60,6 +66,8 @@ class scripted_backend : public backend {
   size_t start_count() const;
   size_t stop_count() const;
   size_t exec_count() const;
+  /// Specs of every managed process started, in order.
+  std::vector<process_spec> managed_specs() const;
   /// Number of execs currently blocked in `gate` or starts blocked in hold_starts.
   size_t blocked() const;
   /// Blocks the calling (test) thread until blocked() >= n or `timeout` passes.
@@ -76,6 +84,7 @@ class scripted_backend : public backend {
   std::optional<box_error> next_start_error_;
   std::vector<box_spec> started_;
   std::vector<std::string> stopped_;
+  std::vector<process_spec> managed_;
   size_t execs_ = 0;
   size_t blocked_ = 0;
   uint64_t next_id_ = 1;

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "backends/registry.hpp"
+#include "managed_helpers.hpp"
 #include "messages/tenancy.hpp"
 
 using namespace boxrt;
@@ -457,6 +458,168 @@ BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
   BOOST_TEST(!running("4713"));
   std::error_code err;
   fs::remove_all(root, err);
+}
+
+// -- managed processes ------------------------------------------------------------------
+
+namespace {
+
+std::shared_ptr<managed_process> start_managed(bwrap_backend& backend, backend_session& session, std::string command,
+                                               std::vector<std::string> args = {}, std::string cwd = "/workspace") {
+  process_spec spec;
+  spec.command = std::move(command);
+  spec.args = std::move(args);
+  spec.cwd = std::move(cwd);
+  spec.env = {{"GREETING", "hi there"}};
+  auto p = backend.start_managed_process(session, spec);
+  BOOST_REQUIRE_MESSAGE(p.ok(), (p.ok() ? std::string{} : p.error().message));
+  return *p;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(managed_cat_echoes_stdin_lines_from_inside_the_sandbox, bwrap_fixture) {
+  auto s = spec("managed-echo");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "cat");
+  BOOST_TEST(testing::code_of(*p) == testing::running);
+  BOOST_REQUIRE(p->write_stdin("hello\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "hello\n") == "hello\n");
+  BOOST_REQUIRE(p->write_stdin("again\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "again\n") == "again\n");
+  BOOST_TEST(testing::code_of(*p) == testing::running);
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_stderr_reaches_the_preview, bwrap_fixture) {
+  auto s = spec("managed-stderr");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "echo oops >&2; exec cat"});
+  BOOST_TEST(testing::eventually([&] { return p->stderr_preview() == "oops"; }));
+  BOOST_REQUIRE(p->write_stdin("ping\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "ping\n") == "ping\n");
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_process_runs_inside_the_sandbox, bwrap_fixture) {
+  auto s = spec("managed-inside");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh",
+                         {"-c", "id -u; grep NoNewPrivs /proc/self/status; readlink /proc/self/ns/pid; pwd; "
+                                "echo \"$GREETING\"; echo end; exec cat"},
+                         "/workspace/deep/er");
+  auto out = testing::read_until(p->stdout_fd(), "end\n");
+  auto host_pidns = fs::read_symlink("/proc/self/ns/pid").string();
+  BOOST_TEST(out.starts_with(std::to_string(opts.uid) + "\nNoNewPrivs:\t1\npid:["));
+  BOOST_TEST(out.find(host_pidns) == std::string::npos);
+  BOOST_TEST(out.find("\n/workspace/deep/er\nhi there\nend\n") != std::string::npos);
+  // The same pid namespace as the session's execs: the exec sees the managed process.
+  auto r = run(*session, s, "readlink /proc/self/ns/pid");
+  BOOST_TEST(out.find(r.stdout_text) != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_io_folder_is_a_small_tmpfs_the_sandbox_cannot_grow, bwrap_fixture) {
+  auto s = spec("managed-io-bound");
+  auto session = start(s);
+  auto r = run(*session, s, "head -c 2000000 /dev/zero > /.boxrt/io/fill");
+  BOOST_TEST(r.exit_code != 0);
+  BOOST_TEST(r.stderr_text.find("No space left on device") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(execs_keep_working_while_a_managed_process_runs, bwrap_fixture) {
+  auto s = spec("managed-exec");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "cat");
+  BOOST_TEST(run(*session, s, "echo from-exec").stdout_text == "from-exec");
+  BOOST_REQUIRE(p->write_stdin("still here\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "still here\n") == "still here\n");
+  BOOST_TEST(run(*session, s, "echo second-exec").stdout_text == "second-exec");
+  BOOST_TEST(testing::code_of(*p) == testing::running);
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_processes_start_and_stop_while_an_exec_runs, bwrap_fixture) {
+  auto s = spec("managed-during-exec");
+  auto session = start(s);
+  exec_result long_exec;
+  std::thread exec_thread{[&] {
+    auto copy = s;
+    copy.cmd = "sleep 4714; echo late";
+    auto r = backend->exec(*session, copy, exec_limits{});
+    if (r.ok())
+      long_exec = r.value();
+  }};
+  BOOST_REQUIRE(testing::eventually([] { return running("4714"); }));
+  // boxrt-init serves managed-process requests in the middle of the exec.
+  auto p = start_managed(*backend, *session, "sh", {"-c", "echo up; exec sleep 4715"});
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "up\n") == "up\n");
+  p->terminate(std::chrono::seconds{5});
+  BOOST_TEST(testing::code_of(*p) == 128 + SIGTERM);
+  BOOST_TEST(running("4714")); // the exec still runs
+  BOOST_TEST(!running("4715"));
+  session->interrupt();
+  exec_thread.join();
+  BOOST_TEST(long_exec.exit_code == 137);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_terminate_closes_stdin_then_signals, bwrap_fixture) {
+  auto s = spec("managed-terminate");
+  auto session = start(s);
+  // SIGTERM ignored (cat inherits that): only the closed stdin ends it, with exit 5.
+  auto eof = start_managed(*backend, *session, "sh", {"-c", "trap '' TERM; echo up; cat; exit 5"});
+  BOOST_REQUIRE(testing::read_until(eof->stdout_fd(), "up\n") == "up\n");
+  eof->terminate(std::chrono::seconds{5});
+  BOOST_TEST(testing::code_of(*eof) == 5);
+  BOOST_TEST(!eof->write_stdin("late\n"));
+  eof->terminate(std::chrono::seconds{5}); // idempotent
+  BOOST_TEST(testing::code_of(*eof) == 5);
+  // Ignores both: SIGKILL after the grace.
+  auto stubborn = start_managed(*backend, *session, "sh", {"-c", "trap '' TERM; echo up; exec sleep 4716"});
+  BOOST_REQUIRE(testing::read_until(stubborn->stdout_fd(), "up\n") == "up\n");
+  stubborn->terminate(std::chrono::milliseconds{300});
+  BOOST_TEST(testing::code_of(*stubborn) == 128 + SIGKILL);
+  BOOST_TEST(!running("4716"));
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_process_that_exits_by_itself_reports_its_code, bwrap_fixture) {
+  auto s = spec("managed-exit");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "exit 7"});
+  BOOST_TEST(testing::wait_eof(p->stdout_fd()));
+  BOOST_TEST(testing::exit_within(*p) == 7);
+  BOOST_TEST(!p->write_stdin("nobody reads\n"));
+  auto missing = start_managed(*backend, *session, "no-such-command-4717");
+  BOOST_TEST(testing::exit_within(*missing) == 127);
+  BOOST_TEST(testing::eventually([&] { return missing->stderr_preview() == "no-such-command-4717: not found"; }));
+}
+
+BOOST_FIXTURE_TEST_CASE(stopping_the_session_ends_its_managed_processes, bwrap_fixture) {
+  auto s = spec("managed-teardown");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "echo up; exec sleep 4718"});
+  BOOST_REQUIRE(testing::read_until(p->stdout_fd(), "up\n") == "up\n");
+  BOOST_REQUIRE(testing::eventually([] { return running("4718"); }));
+  backend->stop_session(*session);
+  BOOST_TEST(!running("4718"));
+  BOOST_TEST(testing::code_of(*p) == 137);
+  BOOST_TEST(testing::wait_eof(p->stdout_fd()));
+  BOOST_TEST(!p->write_stdin("gone\n"));
+  p->terminate(std::chrono::seconds{5}); // harmless once the sandbox is gone
+  BOOST_TEST(testing::code_of(*p) == 137);
+  auto again = backend->start_managed_process(*session, process_spec{});
+  BOOST_TEST(!again.ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(an_exit_code_recorded_before_teardown_survives_it, bwrap_fixture) {
+  auto s = spec("managed-exit-teardown");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "exit 9"});
+  BOOST_REQUIRE(testing::wait_eof(p->stdout_fd()));
+  // Nobody asked for the code yet: teardown reads what init recorded before the io
+  // folder goes.
+  auto exit_file = opts.state_dir + "/sessions/" + session->id() + "/io/p1.exit";
+  BOOST_REQUIRE(testing::eventually([&] { return fs::exists(exit_file); }));
+  backend->stop_session(*session);
+  BOOST_TEST(!fs::exists(exit_file));
+  BOOST_TEST(testing::code_of(*p) == 9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
