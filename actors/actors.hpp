@@ -30,6 +30,14 @@ using session_actor = caf::typed_actor<
   // Self-sent TTL timer.
   caf::reacts_to<reap_atom>>;
 
+/// The skill store of one workspace: runs skill jobs on the worker pool one at a time,
+/// so two workspaces never wait on each other (the reference holds one process-wide
+/// lock). Replies with the action's data JSON.
+using skill_actor = caf::typed_actor<
+  caf::replies_to<skill_atom, skill_job>::with<std::string>,
+  // Worker pool: the job with this token finished.
+  caf::reacts_to<done_atom, uint64_t, skill_outcome>>;
+
 /// Tenant actions of one workspace (also the directory's routing surface).
 using tenant_actor = caf::typed_actor<
   // box_exec.
@@ -40,6 +48,8 @@ using tenant_actor = caf::typed_actor<
   caf::replies_to<caf::get_atom, session_request>::with<session_info>,
   // box_delete_session: replies with the session_id as sent.
   caf::replies_to<caf::delete_atom, session_request>::with<std::string>,
+  // Skill actions (§2.4); replies with the action's data JSON.
+  caf::replies_to<skill_atom, skill_request>::with<std::string>,
   // box_get_sessions: this workspace at this exact generation.
   caf::replies_to<list_atom, action_context>::with<std::vector<session_info>>,
   // box_status for this placement (never admission-gated).

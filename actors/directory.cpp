@@ -285,6 +285,12 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
         auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
         return forward<session_info>(self, ws, create_atom_v, std::move(req));
       },
+      [self](skill_atom, skill_request& req) -> caf::result<std::string> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<std::string>(self, ws, skill_atom_v, std::move(req));
+      },
       [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
         if (auto err = check_instance(self, req.ctx.instance_uuid))
           return to_caf_error(err);

@@ -12,6 +12,9 @@
 #include "actors/caf_support.hpp"
 #include "actors/session.hpp"
 #include "backends/registry.hpp"
+#include "actors/skills.hpp"
+#include "backends/mount_policy.hpp"
+#include "backends/skill_actions.hpp"
 #include "messages/json.hpp"
 #include "messages/tenancy.hpp"
 #include "messages/time.hpp"
@@ -54,6 +57,9 @@ struct supervisor_state {
   uint64_t expiry_token = 0;
   int64_t armed_expiry = 0;
   bool reported_idle = false;
+  /// The workspace's skill-store actor (spawned on first use) and the root it serves.
+  skill_actor skills;
+  std::string skills_root;
   /// Every live session actor, shared with the exit functor.
   std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
     = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
@@ -450,15 +456,55 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
       });
 }
 
-/// Standard-mode or admission-mode preparation of an exec/create spec.
-result<box_spec> prepare_spec(self_ptr self, const exec_request& req) {
+/// The workspace's skill-store actor, spawned on first use (and again when box_init
+/// moved the skills root).
+skill_actor skill_store(self_ptr self) {
+  auto& st = self->state;
+  auto root = resolve_local(config(self).local).skills_root + "/tenants/" + st.admission->box_ns();
+  if (!st.skills || st.skills_root != root) {
+    if (st.skills)
+      caf::anon_send_exit(st.skills, caf::exit_reason::user_shutdown);
+    st.skills = spawn_skill_store(self, root, st.args.pool, st.args.backend);
+    st.skills_root = root;
+    st.children->emplace(st.skills.address(), caf::actor_cast<caf::actor>(st.skills));
+  }
+  return st.skills;
+}
+
+/// Standard-mode or admission-mode preparation of an exec/create spec. In admission
+/// mode `skill_root` is the package of spec.skill_name ("" = none or unavailable),
+/// mounted read-only at /workspace/.skills/<name>.
+result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root) {
   if (!admission_mode(self))
     return req.spec;
   auto spec = req.spec;
   auto clamp = std::min(spec.timeout_sec, config(self).limits.max_timeout_sec);
   spec.timeout_sec = clamp;
-  return self->state.admission->normalize(std::move(spec), config(self).admission,
-                                          tenant_path(self), false);
+  auto name = std::string{json::strip(spec.skill_name)};
+  auto out = self->state.admission->normalize(std::move(spec), config(self).admission,
+                                              tenant_path(self), !skill_root.empty());
+  if (out && !name.empty())
+    out->extra_mounts.push_back(mount_spec{skill_root, std::string{"/workspace/.skills/"} + name, mount_mode::ro});
+  return out;
+}
+
+/// Resolves spec.skill_name in the workspace's own skill store (admission mode only),
+/// then calls `next` with the package root ("" when there is none to mount).
+void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {
+  auto name = std::string{json::strip(req.spec.skill_name)};
+  if (!admission_mode(self) || name.empty()) {
+    next({});
+    return;
+  }
+  json::writer w;
+  w.begin_object();
+  w.key("name").value(name);
+  w.end_object();
+  self->request(skill_store(self), caf::infinite, skill_atom_v,
+                skill_job{resolve_skill_action, w.take(), {}, true})
+    .then(
+      [next](const std::string& package_root) { next(package_root); },
+      [next](caf::error&) { next({}); });
 }
 
 /// The slow path of exec and create: advance the fence (waiting for retired sessions),
@@ -470,17 +516,19 @@ void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
       rp.deliver(to_caf_error(err));
       return;
     }
-    auto spec = prepare_spec(self, req);
-    if (!spec) {
-      rp.deliver(to_caf_error(spec.error()));
-      return;
-    }
-    auto prepared = spec.value();
-    with_session(
-      self, req.ctx, spec.value(),
-      [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
-      [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
-    report_idle(self);
+    resolve_skill(self, req, [self, rp, req, use](std::string skill_root) mutable {
+      auto spec = prepare_spec(self, req, skill_root);
+      if (!spec) {
+        rp.deliver(to_caf_error(spec.error()));
+        return;
+      }
+      auto prepared = spec.value();
+      with_session(
+        self, req.ctx, spec.value(),
+        [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
+        [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
+      report_idle(self);
+    });
   });
 }
 
@@ -578,6 +626,14 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
                        rp.delegate(a, create_atom_v);
                      });
         return rp;
+      },
+      [self](skill_atom, skill_request& req) -> caf::result<std::string> {
+        // Fenced; in admission mode also the entitlement gate (Cloud skill APIs need it).
+        if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))
+          return to_caf_error(err);
+        return self->delegate(skill_store(self), skill_atom_v,
+                              skill_job{std::move(req.action), std::move(req.data_json),
+                                        std::move(req.file_path), admission_mode(self)});
       },
       [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
         auto found = find_session(self, req);

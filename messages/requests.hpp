@@ -28,6 +28,33 @@ struct session_request {
   box_error decode_error;
 };
 
+/// A skill action of one workspace (protocol.md §2.4), as the dispatcher decoded its
+/// envelope: the action name, its data as JSON text (decoded on the worker pool, never
+/// on an actor thread) and, for zip actions, the uploaded file already resolved to a
+/// path of the caller's transfer folder.
+struct skill_request {
+  action_context ctx;
+  std::string action;
+  std::string data_json = "{}";
+  std::string file_path;
+  box_error decode_error;
+};
+
+/// What a supervisor hands to its workspace's skill-store actor: the request after the
+/// gate, with the admission-mode rules already settled.
+struct skill_job {
+  std::string action;
+  std::string data_json = "{}";
+  std::string file_path;
+  bool admission = false;
+};
+
+/// Outcome of one skill job, posted from the worker pool to the skill-store actor.
+struct skill_outcome {
+  box_error error;
+  std::string data_json;
+};
+
 /// Outcome of a backend start, posted from the worker pool to the session actor.
 struct start_outcome {
   box_error error;

@@ -163,6 +163,22 @@ typename Inspector::result_type inspect(Inspector& f, session_request& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, skill_request& x) {
+  return f(caf::meta::type_name("skill_request"), x.ctx, x.action, x.data_json, x.file_path,
+           x.decode_error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, skill_job& x) {
+  return f(caf::meta::type_name("skill_job"), x.action, x.data_json, x.file_path, x.admission);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, skill_outcome& x) {
+  return f(caf::meta::type_name("skill_outcome"), x.error, x.data_json);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_outcome& x) {
   return f(caf::meta::type_name("start_outcome"), x.error, x.backend_session_id);
 }
@@ -211,6 +227,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::exec_outcome))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::instance_settings))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::health_info))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::skill_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::skill_job))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::skill_outcome))
 
   // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
   CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
@@ -237,6 +256,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, health_atom, "health")
   CAF_ADD_ATOM(boxrt, boxrt, shutdown_atom, "shutdown")
   CAF_ADD_ATOM(boxrt, boxrt, init_atom, "init")
+  CAF_ADD_ATOM(boxrt, boxrt, skill_atom, "skill")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
 

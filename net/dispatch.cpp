@@ -766,6 +766,48 @@ void do_status(connection_env& env, const element&, const action_context* ctx, d
   ask<status_info>(env, done, status_json, status_atom_v, *ctx);
 }
 
+/// Skill actions (§2.4): routed through the workspace's supervisor (fence, and the
+/// entitlement gate in admission mode) to its skill-store actor. The data travels as
+/// JSON text and is decoded on the worker pool. A zip action's uploaded file is looked
+/// up here, in this connection's transfer folder, and handed over by path; the store
+/// deletes it once read.
+template <const char* Action>
+void do_skill(connection_env& env, const element& data, const action_context* ctx, done_fn done) {
+  skill_request req;
+  req.ctx = *ctx;
+  req.action = Action;
+  req.data_json = simdjson::minify(data);
+  std::string_view action{Action};
+  if (action == "box_preview_skill_zip" || action == "box_install_skill_zip") {
+    auto key_v = lookup(data, "file_key");
+    std::string_view key;
+    if (!key_v)
+      req.decode_error = {ec::validation, "'file_key'"};
+    else if (key_v->get_string().get(key) != json_ok || !valid_file_key(key))
+      req.decode_error = {ec::validation, "Invalid file transfer key"};
+    else if (env.transfer_dir.empty() || !env.transfers || !env.transfers->keys.contains(key))
+      req.decode_error = {ec::validation, "Uploaded file " + std::string{key} + " was not found"};
+    else {
+      req.file_path = env.transfer_dir + "/" + std::string{key};
+      env.transfers->keys.erase(env.transfers->keys.find(key)); // consumed
+    }
+  }
+  ask<std::string>(env, done, [](const std::string& json) { return json; }, skill_atom_v,
+                   std::move(req));
+}
+
+constexpr char list_skills[] = "box_list_skills";
+constexpr char get_skill[] = "box_get_skill";
+constexpr char create_skill[] = "box_create_skill";
+constexpr char update_skill[] = "box_update_skill";
+constexpr char delete_skill[] = "box_delete_skill";
+constexpr char scan_skill_directory[] = "box_scan_skill_directory";
+constexpr char list_skill_files[] = "box_list_skill_files";
+constexpr char read_skill_file[] = "box_read_skill_file";
+constexpr char write_skill_file[] = "box_write_skill_file";
+constexpr char preview_skill_zip[] = "box_preview_skill_zip";
+constexpr char install_skill_zip[] = "box_install_skill_zip";
+
 void not_implemented(std::string_view action, done_fn& done) {
   done(failure({ec::box_error, std::string{action} + " is not implemented by this boxd yet"}));
 }
@@ -820,17 +862,17 @@ constexpr action_def action_table[] = {
   {"box_get_managed_process", scope::tenant, do_managed_process<get_process>},
   {"box_stop_managed_process", scope::tenant, do_managed_process<stop_process>},
   // Tenant skill actions (§2.4).
-  {"box_list_skills", scope::tenant, nullptr},
-  {"box_get_skill", scope::tenant, nullptr},
-  {"box_create_skill", scope::tenant, nullptr},
-  {"box_update_skill", scope::tenant, nullptr},
-  {"box_delete_skill", scope::tenant, nullptr},
-  {"box_scan_skill_directory", scope::tenant, nullptr},
-  {"box_list_skill_files", scope::tenant, nullptr},
-  {"box_read_skill_file", scope::tenant, nullptr},
-  {"box_write_skill_file", scope::tenant, nullptr},
-  {"box_preview_skill_zip", scope::tenant, nullptr},
-  {"box_install_skill_zip", scope::tenant, nullptr},
+  {"box_list_skills", scope::tenant, do_skill<list_skills>},
+  {"box_get_skill", scope::tenant, do_skill<get_skill>},
+  {"box_create_skill", scope::tenant, do_skill<create_skill>},
+  {"box_update_skill", scope::tenant, do_skill<update_skill>},
+  {"box_delete_skill", scope::tenant, do_skill<delete_skill>},
+  {"box_scan_skill_directory", scope::tenant, do_skill<scan_skill_directory>},
+  {"box_list_skill_files", scope::tenant, do_skill<list_skill_files>},
+  {"box_read_skill_file", scope::tenant, do_skill<read_skill_file>},
+  {"box_write_skill_file", scope::tenant, do_skill<write_skill_file>},
+  {"box_preview_skill_zip", scope::tenant, do_skill<preview_skill_zip>},
+  {"box_install_skill_zip", scope::tenant, do_skill<install_skill_zip>},
 };
 
 const action_def* find_action(std::string_view name) {

@@ -180,3 +180,74 @@ async def test_exec_in_a_real_sandbox(sandboxed_box):
         BoxSpec(session_id="slow", cmd="sleep 30", timeout_sec=1), action_context=c)
     assert slow.status == BoxExecutionStatus.TIMED_OUT
     assert slow.exit_code is None
+
+
+def _zip(files: dict[str, str]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return buf.getvalue()
+
+
+async def test_skill_crud_and_files(box):
+    c = ctx("skills-ws")
+    created = await box.create_skill({"name": "demo", "description": "d", "instructions": "Do it"}, action_context=c)
+    assert created["name"] == "demo"
+    assert created["entry_file"] == "SKILL.md"
+    assert "/tenants/ws-" in created["package_root"]
+    await box.write_skill_file("demo", "requirements.txt", "requests\n", action_context=c)
+    got = await box.get_skill("demo", action_context=c)
+    assert got["python_project"] is True
+    files = await box.list_skill_files("demo", action_context=c)
+    assert [e["name"] for e in files["entries"]] == ["SKILL.md", "requirements.txt"]
+    assert (await box.read_skill_file("demo", "requirements.txt", action_context=c))["content"] == "requests\n"
+    updated = await box.update_skill("demo", {"name": "demo", "description": "new"}, action_context=c)
+    assert updated["description"] == "new"
+    assert [s["name"] for s in await box.list_skills(action_context=c)] == ["demo"]
+    # Another workspace sees none of it.
+    assert await box.get_skill("demo", action_context=ctx("other-skills-ws")) is None
+    with pytest.raises(BoxValidationError, match="already exists"):
+        await box.create_skill({"name": "demo"}, action_context=c)
+    with pytest.raises(BoxValidationError, match="stay within the skill package root"):
+        await box.read_skill_file("demo", "../../x", action_context=c)
+    await box.delete_skill("demo", action_context=c)
+    assert await box.get_skill("demo", action_context=c) is None
+
+
+async def test_skill_zip_upload_through_the_sdk_file_transfer(box):
+    c = ctx("zip-ws")
+    archive = _zip({"pkg/SKILL.md": "---\nname: zipped\ndescription: from a zip\n---\n\nHello", "pkg/run.sh": "echo hi\n"})
+    preview = await box.preview_skill_zip(archive, "My Skill!.zip", action_context=c)
+    assert [s["name"] for s in preview] == ["zipped"]
+    assert preview[0]["package_root"].endswith("/My-Skill-upload")
+    installed = await box.install_skill_zip(archive, "My Skill!.zip", action_context=c)
+    assert [s["name"] for s in installed] == ["zipped"]
+    assert (await box.get_skill("zipped", action_context=c))["description"] == "from a zip"
+    # A zip-slip archive is refused and installs nothing.
+    evil = _zip({"../evil/SKILL.md": "x"})
+    with pytest.raises(BoxValidationError, match="unsafe path"):
+        await box.install_skill_zip(evil, "evil.zip", action_context=c)
+    assert [s["name"] for s in await box.list_skills(action_context=c)] == ["zipped"]
+
+
+async def test_cloud_skill_rules(admitted_box):
+    c = ctx("cloud-skills-ws")
+    with pytest.raises(BoxAdmissionError, match="Sandbox admission grant is missing"):
+        await admitted_box.list_skills(action_context=c)
+    grant = SandboxAdmissionGrant(
+        instance_uuid=INSTANCE, workspace_uuid="cloud-skills-ws", execution_generation=1,
+        entitlement_revision=1, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120),
+        max_sessions=1, max_managed_processes=0,
+    )
+    await admitted_box.upsert_sandbox_admission_grant(grant)
+    assert await admitted_box.list_skills(action_context=c) == []
+    with pytest.raises(BoxAdmissionError, match="Cloud skill package_root is runtime-owned"):
+        await admitted_box.create_skill({"name": "x", "package_root": "/etc"}, action_context=c)
+    with pytest.raises(BoxAdmissionError, match="Scanning arbitrary host skill directories is disabled in Cloud"):
+        await admitted_box.scan_skill_directory("/", action_context=c)
+    created = await admitted_box.create_skill({"name": "runner"}, action_context=c)
+    assert created["name"] == "runner"

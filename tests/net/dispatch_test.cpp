@@ -450,16 +450,67 @@ BOOST_AUTO_TEST_CASE(installation_binding_context_is_reduced_to_an_action_contex
 
 // -- routed, not implemented yet --------------------------------------------------------
 
-BOOST_AUTO_TEST_CASE(skill_and_managed_process_actions_are_not_implemented_yet) {
+BOOST_AUTO_TEST_CASE(managed_process_actions_are_not_implemented_yet) {
   net_fixture f;
-  require_wire(f.tenant("box_list_skills"),
-               "BoxError: box_list_skills is not implemented by this boxd yet");
-  require_wire(f.tenant("box_install_skill_zip", R"({"file_key":"k"})"),
-               "BoxError: box_install_skill_zip is not implemented by this boxd yet");
   require_wire(f.tenant("box_start_managed_process", R"({"session_id":"s","spec":{}})"),
                "BoxError: box_start_managed_process is not implemented by this boxd yet");
   require_wire(f.tenant("box_stop_managed_process", R"({"session_id":"s"})"),
                "BoxError: box_stop_managed_process is not implemented by this boxd yet");
+}
+
+// -- skills -------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(skill_actions_reach_the_workspace_store) {
+  net_fixture f;
+  auto empty = f.tenant("box_list_skills");
+  require_ok(empty);
+  BOOST_CHECK_EQUAL(empty.json, R"({"skills":[]})");
+  auto created = f.tenant("box_create_skill", R"({"skill":{"name":"demo","description":"d","instructions":"Do it"}})");
+  require_ok(created);
+  auto got = f.tenant("box_get_skill", R"({"name":"demo"})");
+  require_ok(got);
+  BOOST_CHECK(got.json.find(R"("instructions":"Do it")") != std::string::npos);
+  BOOST_CHECK(got.json.find("/tenants/ws-") != std::string::npos); // package_root is scoped
+  // Another workspace of the same instance sees nothing of it.
+  auto other = f.rpc("box_get_skill", R"({"name":"demo"})", std::string{R"({"instance_uuid":"instance-a","workspace_uuid":"workspace-b","placement_generation":1})"});
+  require_ok(other);
+  BOOST_CHECK_EQUAL(other.json, R"({"skill":null})");
+  require_ok(f.tenant("box_write_skill_file", R"({"name":"demo","path":"a/b.txt","content":"hi"})"));
+  auto read = f.tenant("box_read_skill_file", R"({"name":"demo","path":"a/b.txt"})");
+  require_ok(read);
+  BOOST_CHECK_EQUAL(read.json, R"({"skill":{"name":"demo"},"path":"a/b.txt","content":"hi"})");
+  auto deleted = f.tenant("box_delete_skill", R"({"name":"demo"})");
+  require_ok(deleted);
+  BOOST_CHECK_EQUAL(deleted.json, R"({"deleted":"demo"})");
+}
+
+BOOST_AUTO_TEST_CASE(skill_errors_keep_the_reference_wrapping) {
+  net_fixture f;
+  // get/list are not wrapped; the rest wraps as BoxValidationError.
+  require_wire(f.tenant("box_get_skill"), "KeyError: 'name'");
+  require_wire(f.tenant("box_create_skill", R"({"skill":{"name":"bad name!"}})"),
+               "BoxValidationError: Skill name can only contain letters, numbers, hyphens and underscores");
+  require_wire(f.tenant("box_read_skill_file", R"({"name":"nope","path":"x"})"),
+               "BoxValidationError: Skill \"nope\" not found");
+  require_wire(f.tenant("box_install_skill_zip"), "BoxValidationError: 'file_key'");
+  require_wire(f.tenant("box_install_skill_zip", R"({"file_key":"k1"})"),
+               "BoxValidationError: Uploaded file k1 was not found");
+  // Fenced like every tenant action.
+  require_ok(f.rpc("box_list_skills", "{}", std::string{R"({"instance_uuid":"instance-a","workspace_uuid":"workspace-a","placement_generation":3})"}));
+  require_wire(f.tenant("box_list_skills"), "PermissionError: Stale Box placement generation");
+}
+
+BOOST_AUTO_TEST_CASE(an_uploaded_zip_is_consumed_by_the_skill_action) {
+  net_fixture f;
+  // "not a zip" as an upload, then a preview that reads and deletes it.
+  require_ok(f.host("__file_chunk", chunk("up-1.zip", "bm90IGEgemlw")));
+  BOOST_REQUIRE(fs::exists(f.transfers / "up-1.zip"));
+  require_wire(f.tenant("box_preview_skill_zip", R"({"file_key":"up-1.zip"})"),
+               "BoxValidationError: Uploaded file must be a valid .zip archive");
+  BOOST_CHECK(!fs::exists(f.transfers / "up-1.zip"));
+  // The key is free again: a second use finds nothing.
+  require_wire(f.tenant("box_preview_skill_zip", R"({"file_key":"up-1.zip"})"),
+               "BoxValidationError: Uploaded file up-1.zip was not found");
 }
 
 // -- health and backend info --------------------------------------------------------------

@@ -340,6 +340,53 @@ void scenario_ac05_forged_fields_never_reach_the_runtime(const std::string& box,
   BOOST_CHECK_EQUAL(num(parse(p, st.data_json), "active_sessions"), 0);
 }
 
+/// AC-04: Cloud skills, on real sandboxes.
+void scenario_ac04_cloud_skills(const std::string& box) {
+  boxd_process boxd{box, token_config};
+  auto c = connect(boxd);
+  simdjson::dom::parser p;
+  for (auto ws : {"workspace-a", "workspace-b"})
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot(ws, 1, true)).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_create_skill", R"({"skill":{"name":"private","instructions":"b only"}})",
+                             ctx("workspace-b")).code, 0);
+  auto created = c.call("box_create_skill", R"({"skill":{"name":"runner","description":"runs"}})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(created.code, 0);
+  for (auto file : {R"J({"name":"runner","path":"scripts/main.py","content":"print('hi from runner')"})J",
+                    R"({"name":"runner","path":"requirements.txt","content":"requests\n"})"})
+    BOOST_REQUIRE_EQUAL(c.call("box_write_skill_file", file, ctx("workspace-a")).code, 0);
+  auto got = c.call("box_get_skill", R"({"name":"runner"})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(got.code, 0);
+  auto skill = parse(p, got.data_json)["skill"];
+  BOOST_CHECK(skill["python_project"].get_bool().value());
+  auto read = c.call("box_read_skill_file", R"({"name":"runner","path":"scripts/main.py"})", ctx("workspace-a"));
+  BOOST_CHECK(read.data_json.find("print('hi from runner')") != std::string::npos);
+  // The exec mounts exactly that skill, read-only.
+  auto run = c.call("box_exec",
+                    R"({"session_id":"global","skill_name":"runner","workdir":"/workspace/.skills/runner",)"
+                    R"("cmd":"ls /workspace/.skills; python3 scripts/main.py; touch x 2>&1 || true"})",
+                    ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(run.code == 0, run.message);
+  simdjson::dom::parser q;
+  auto out = str(parse(q, run.data_json), "stdout");
+  BOOST_CHECK_EQUAL(out.substr(0, out.find('\n')), "runner");
+  BOOST_CHECK(out.find("hi from runner") != std::string::npos);
+  BOOST_CHECK(out.find("Read-only file system") != std::string::npos);
+  // Another workspace's skill does not exist here, neither listed nor mountable.
+  auto other = c.call("box_get_skill", R"({"name":"private"})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(other.data_json, R"({"skill":null})");
+  auto steal = c.call("box_exec", R"({"session_id":"global","skill_name":"private","cmd":"true"})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(steal.message, "BoxAdmissionError: Managed sandbox skill is unavailable in this Workspace");
+  // Cloud rules.
+  auto rooted = c.call("box_create_skill", R"({"skill":{"name":"x","package_root":"/etc"}})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(rooted.message, "BoxAdmissionError: Cloud skill package_root is runtime-owned");
+  auto scan = c.call("box_scan_skill_directory", R"({"path":"/"})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(scan.message, "BoxAdmissionError: Scanning arbitrary host skill directories is disabled in Cloud");
+  // Entitlement: an ineligible workspace cannot use skills at all.
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-c", 1, false)).code, 0);
+  auto denied = c.call("box_list_skills", "{}", ctx("workspace-c"));
+  BOOST_CHECK_EQUAL(denied.message, "EntitlementUnavailableError: Workspace entitlement does not grant managed_sandbox");
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(wire_admission)
@@ -359,6 +406,7 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scena
 BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_bwrap_box, "bwrap"); }
+BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_bwrap_box); }
 
 BOOST_AUTO_TEST_SUITE_END()
 

@@ -1,0 +1,116 @@
+#include "actors/skills.hpp"
+
+#include <unistd.h>
+
+#include <deque>
+
+#include <caf/all.hpp>
+
+#include "actors/caf_support.hpp"
+#include "backends/skill_actions.hpp"
+
+namespace boxrt {
+
+namespace {
+
+struct skill_state {
+  static inline const char* name = "boxrt.skills";
+
+  struct pending {
+    skill_job job;
+    caf::typed_response_promise<std::string> rp;
+  };
+
+  /// What pool jobs share (one job runs at a time): the store and the storage lease.
+  struct shared {
+    std::shared_ptr<skills::store> store;
+    backend_ptr backend;
+    std::string root;
+    std::shared_ptr<void> storage;
+    bool storage_ready = false;
+  };
+  std::shared_ptr<shared> work;
+  std::shared_ptr<worker_pool> pool;
+  std::deque<pending> queue;
+  bool busy = false;
+  uint64_t next_token = 1;
+  uint64_t running = 0;
+  caf::typed_response_promise<std::string> running_rp;
+};
+
+using self_ptr = skill_actor::stateful_pointer<skill_state>;
+
+void run_next(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || st.queue.empty())
+    return;
+  auto next = std::move(st.queue.front());
+  st.queue.pop_front();
+  st.busy = true;
+  st.running = st.next_token++;
+  st.running_rp = std::move(next.rp);
+  auto handle = caf::actor_cast<skill_actor>(self);
+  st.pool->submit([handle, work = st.work, token = st.running, job = std::move(next.job)] {
+    skill_outcome out;
+    try {
+      if (!work->storage_ready && work->backend) {
+        auto lease = work->backend->acquire_skill_storage(work->root);
+        if (!lease) {
+          if (!job.file_path.empty())
+            ::unlink(job.file_path.c_str());
+          out.error = lease.error();
+          caf::anon_send(handle, done_atom_v, token, std::move(out));
+          return;
+        }
+        work->storage = std::move(lease.value());
+        work->storage_ready = true;
+      }
+      auto r = run_skill_action(*work->store, job);
+      if (r)
+        out.data_json = std::move(r.value());
+      else
+        out.error = r.error();
+    } catch (const std::exception& e) {
+      out.error = box_error{ec::validation, e.what()};
+    }
+    caf::anon_send(handle, done_atom_v, token, std::move(out));
+  });
+}
+
+} // namespace
+
+skill_actor spawn_skill_store(caf::local_actor* parent, std::string root,
+                              std::shared_ptr<worker_pool> pool, backend_ptr backend) {
+  return parent->spawn(
+    [](self_ptr self, std::string root, std::shared_ptr<worker_pool> pool,
+       backend_ptr backend) -> skill_actor::behavior_type {
+      auto& st = self->state;
+      st.work = std::make_shared<skill_state::shared>();
+      st.work->store = std::make_shared<skills::store>(root);
+      st.work->backend = std::move(backend);
+      st.work->root = std::move(root);
+      st.pool = std::move(pool);
+      return {
+        [self](skill_atom, skill_job& job) -> caf::typed_response_promise<std::string> {
+          auto rp = self->make_response_promise<std::string>();
+          self->state.queue.push_back({std::move(job), rp});
+          run_next(self);
+          return rp;
+        },
+        [self](done_atom, uint64_t token, skill_outcome& out) {
+          auto& st = self->state;
+          if (token != st.running)
+            return;
+          st.busy = false;
+          if (out.error)
+            st.running_rp.deliver(to_caf_error(out.error));
+          else
+            st.running_rp.deliver(std::move(out.data_json));
+          run_next(self);
+        },
+      };
+    },
+    std::move(root), std::move(pool), std::move(backend));
+}
+
+} // namespace boxrt

@@ -1,0 +1,1303 @@
+// The Workspace-scoped skill store (§11). Paths are resolved the way Python's
+// os.path.realpath does (dangling symlinks included) so containment checks see through
+// every link; files are opened on the resolved path with O_NOFOLLOW.
+#include "backends/skill_store.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <wctype.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include <yaml-cpp/yaml.h>
+
+#include "backends/skill_zip.hpp"
+#include "messages/json.hpp"
+#include "messages/time.hpp"
+
+namespace boxrt::skills {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+box_error invalid(std::string text) {
+  return make_box_error(ec::validation, std::move(text));
+}
+
+/// Python's OSError text: "[Errno 2] No such file or directory: '<path>'".
+box_error os_error(int err, const std::string& path) {
+  return invalid("[Errno " + std::to_string(err) + "] " + std::system_category().message(err)
+                 + ": '" + path + "'");
+}
+
+// --- UTF-8 and Python str semantics -------------------------------------------------
+
+constexpr char32_t bad_cp = 0xFFFFFFFF;
+
+/// Decodes one code point strictly (no overlongs, surrogates or > U+10FFFF), advancing
+/// `i`; returns bad_cp and advances one byte on malformed input.
+char32_t decode(std::string_view s, size_t& i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    ++i;
+    return b0;
+  }
+  size_t len = 0;
+  char32_t cp = 0;
+  char32_t min = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1F, min = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0F, min = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07, min = 0x10000;
+  } else {
+    ++i;
+    return bad_cp;
+  }
+  if (i + len > s.size()) {
+    ++i;
+    return bad_cp;
+  }
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) {
+      ++i;
+      return bad_cp;
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++i;
+    return bad_cp;
+  }
+  i += len;
+  return cp;
+}
+
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();)
+    if (decode(s, i) == bad_cp)
+      return false;
+  return true;
+}
+
+size_t count_code_points(std::string_view s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++n)
+    decode(s, i);
+  return n;
+}
+
+/// Letters and digits of every script, via iswalnum in the C.UTF-8 locale (glibc's
+/// full Unicode table); ASCII only if that locale is missing.
+bool is_alnum(char32_t cp) {
+  static const locale_t utf8 = ::newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
+  if (cp < 0x80)
+    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
+  if (cp == bad_cp || utf8 == locale_t{})
+    return false;
+  return ::iswalnum_l(static_cast<wint_t>(cp), utf8) != 0;
+}
+
+/// Python's str.isspace().
+bool is_space(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85
+         || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028
+         || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+/// Python's str.strip() without arguments.
+std::string_view py_strip(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t next = begin;
+    if (!is_space(decode(s, next)))
+      break;
+    begin = next;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
+      --start;
+    size_t probe = start;
+    if (!is_space(decode(s, probe)) || probe != end)
+      break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+/// Python's str.strip(chars) for ASCII `chars`.
+std::string_view strip_chars(std::string_view s, std::string_view chars) {
+  while (!s.empty() && chars.find(s.front()) != std::string_view::npos)
+    s.remove_prefix(1);
+  while (!s.empty() && chars.find(s.back()) != std::string_view::npos)
+    s.remove_suffix(1);
+  return s;
+}
+
+/// Text mode reading with universal newlines: "\r\n" and "\r" become "\n".
+std::string universal_newlines(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\r') {
+      out += '\n';
+      if (i + 1 < s.size() && s[i + 1] == '\n')
+        ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+/// Python's str.splitlines(keepends=True) on text without "\r".
+std::vector<std::string_view> split_lines(std::string_view s) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size();) {
+    size_t next = i;
+    const char32_t cp = decode(s, next);
+    const bool boundary = cp == '\n' || cp == '\v' || cp == '\f' || cp == 0x1C || cp == 0x1D
+                          || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    i = next;
+    if (boundary) {
+      lines.push_back(s.substr(start, i - start));
+      start = i;
+    }
+  }
+  if (start < s.size())
+    lines.push_back(s.substr(start));
+  return lines;
+}
+
+/// "[A-Za-z0-9_-]+" per code point, everything else replaced by `-` (zip targets).
+std::string safe_target_chars(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t begin = i;
+    const char32_t cp = decode(s, i);
+    if (cp == '-' || cp == '_' || is_alnum(cp))
+      out.append(s.substr(begin, i - begin));
+    else
+      out += '-';
+  }
+  return out;
+}
+
+// --- paths -------------------------------------------------------------------------
+
+std::string cwd() {
+  std::error_code err;
+  auto p = fs::current_path(err);
+  return err ? std::string{"/"} : p.string();
+}
+
+/// Python's os.path.abspath.
+std::string abspath(std::string_view p) {
+  if (p.starts_with("/"))
+    return normpath(p);
+  return normpath(cwd() + "/" + std::string{p});
+}
+
+std::string join(const std::string& a, std::string_view b) {
+  if (b.starts_with("/"))
+    return std::string{b};
+  if (a.empty() || a.ends_with("/"))
+    return a + std::string{b};
+  return a + "/" + std::string{b};
+}
+
+std::string dirname(const std::string& p) {
+  auto slash = p.rfind('/');
+  if (slash == std::string::npos)
+    return "";
+  auto head = p.substr(0, slash + 1);
+  auto stripped = strip_chars(head, "/");
+  return stripped.empty() && !head.empty() ? std::string(head.size(), '/')
+                                           : head.substr(0, head.find_last_not_of('/') + 1);
+}
+
+std::string basename(std::string_view p) {
+  auto slash = p.rfind('/');
+  return std::string{slash == std::string_view::npos ? p : p.substr(slash + 1)};
+}
+
+/// posixpath._joinrealpath (non-strict): resolves every symlink, dangling ones too.
+std::string join_realpath(std::string path, std::string_view rest,
+                          std::map<std::string, std::optional<std::string>>& seen,
+                          bool& ok) {
+  if (rest.starts_with("/")) {
+    rest.remove_prefix(1);
+    path = "/";
+  }
+  while (!rest.empty()) {
+    auto slash = rest.find('/');
+    auto name = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    if (name.empty() || name == ".")
+      continue;
+    if (name == "..") {
+      if (!path.empty()) {
+        auto last = basename(path);
+        path = dirname(path);
+        if (last == "..")
+          path = join(join(path, ".."), "..");
+      } else {
+        path = "..";
+      }
+      continue;
+    }
+    auto newpath = join(path, name);
+    struct stat st{};
+    if (::lstat(newpath.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+      path = newpath;
+      continue;
+    }
+    if (auto it = seen.find(newpath); it != seen.end()) {
+      if (it->second) {
+        path = *it->second;
+        continue;
+      }
+      ok = false;
+      return join(newpath, rest);
+    }
+    seen[newpath] = std::nullopt;
+    std::string target(PATH_MAX, '\0');
+    auto n = ::readlink(newpath.c_str(), target.data(), target.size());
+    target.resize(n < 0 ? 0 : static_cast<size_t>(n));
+    path = join_realpath(path, target, seen, ok);
+    if (!ok)
+      return join(path, rest);
+    seen[newpath] = path;
+  }
+  return path;
+}
+
+/// Python's os.path.realpath(os.path.abspath(p)).
+std::string realpath_py(std::string_view p) {
+  std::map<std::string, std::optional<std::string>> seen;
+  bool ok = true;
+  return abspath(join_realpath("", abspath(p), seen, ok));
+}
+
+/// True when `p` equals `root` or lies below it.
+bool within(const std::string& root, const std::string& p) {
+  return p == root || p.starts_with(root == "/" ? root : root + "/");
+}
+
+/// True when `p` lies strictly below `root`.
+bool below(const std::string& root, const std::string& p) {
+  return p != root && within(root, p);
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool lexists(const std::string& p) {
+  struct stat st{};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+/// Sorted names of a directory (without "." and ".."), or nullopt if unreadable.
+std::optional<std::vector<std::string>> list_dir(const std::string& dir, size_t limit,
+                                                 bool& over_limit) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return std::nullopt;
+  std::vector<std::string> names;
+  over_limit = false;
+  while (auto* ent = ::readdir(d)) {
+    std::string_view n = ent->d_name;
+    if (n == "." || n == "..")
+      continue;
+    if (names.size() >= limit) {
+      over_limit = true;
+      break;
+    }
+    names.emplace_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Reads a regular file of at most `limit` bytes; `too_big` reports the limit case.
+result<std::string> read_limited(const std::string& path, uint64_t limit, bool& too_big) {
+  too_big = false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return os_error(errno, path);
+  std::string data;
+  char buf[65536];
+  while (true) {
+    auto n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return os_error(err, path);
+    }
+    if (n == 0)
+      break;
+    data.append(buf, static_cast<size_t>(n));
+    if (data.size() > limit) {
+      too_big = true;
+      break;
+    }
+  }
+  ::close(fd);
+  return data;
+}
+
+/// Writes `content` to `path`, never through a symlink at the last component.
+box_error write_text(const std::string& path, std::string_view content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return os_error(errno, path);
+  size_t off = 0;
+  while (off < content.size()) {
+    auto n = ::write(fd, content.data() + off, content.size() - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      return os_error(err, path);
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return {};
+}
+
+/// makedirs(exist_ok=True).
+box_error make_dirs(const std::string& p) {
+  std::error_code err;
+  fs::create_directories(p, err);
+  if (err && !is_dir(p))
+    return os_error(err.value(), p);
+  return {};
+}
+
+/// Copies the regular files and directories below `from` into the existing directory
+/// `to`; anything else is skipped.
+box_error copy_contents(const std::string& from, const std::string& to) {
+  bool over = false;
+  auto names = list_dir(from, SIZE_MAX, over);
+  if (!names)
+    return os_error(errno, from);
+  for (const auto& n : *names) {
+    const auto src = from + "/" + n;
+    const auto dst = to + "/" + n;
+    struct stat st{};
+    if (::lstat(src.c_str(), &st) != 0)
+      return os_error(errno, src);
+    if (S_ISDIR(st.st_mode)) {
+      if (::mkdir(dst.c_str(), 0755) != 0)
+        return os_error(errno, dst);
+      if (auto err = copy_contents(src, dst))
+        return err;
+    } else if (S_ISREG(st.st_mode)) {
+      std::error_code err;
+      fs::copy_file(src, dst, err);
+      if (err)
+        return os_error(err.value(), dst);
+      ::chmod(dst.c_str(), st.st_mode & 07777);
+    }
+  }
+  return {};
+}
+
+/// Removes a tree on scope exit.
+struct remove_on_exit {
+  std::string path;
+  ~remove_on_exit() {
+    std::error_code err;
+    if (!path.empty())
+      fs::remove_all(path, err);
+  }
+};
+
+int64_t epoch_us(const struct timespec& ts) {
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + (ts.tv_nsec + 500) / 1000;
+}
+
+// --- YAML frontmatter --------------------------------------------------------------
+
+enum class plain_kind { string, null, true_, false_, integer, number };
+
+/// How PyYAML's safe_load (YAML 1.1) resolves an untagged plain scalar, as far as
+/// str() of the result matters here.
+plain_kind classify_plain(const std::string& v) {
+  static const std::set<std::string> nulls{"", "~", "null", "Null", "NULL"};
+  static const std::set<std::string> trues{"yes", "Yes", "YES", "true", "True",
+                                           "TRUE", "on", "On", "ON", "y", "Y"};
+  static const std::set<std::string> falses{"no", "No", "NO", "false", "False",
+                                            "FALSE", "off", "Off", "OFF", "n", "N"};
+  if (nulls.contains(v))
+    return plain_kind::null;
+  if (trues.contains(v))
+    return plain_kind::true_;
+  if (falses.contains(v))
+    return plain_kind::false_;
+  std::string_view d = v;
+  if (d.starts_with("-") || d.starts_with("+"))
+    d.remove_prefix(1);
+  if (!d.empty() && std::all_of(d.begin(), d.end(), [](char c) {
+        return (c >= '0' && c <= '9') || c == '_';
+      }) && d.front() != '_')
+    return plain_kind::integer;
+  if (!d.empty() && ((d.front() >= '0' && d.front() <= '9') || d.front() == '.'))
+    return plain_kind::number;
+  return plain_kind::string;
+}
+
+/// str(value) of a frontmatter value, or nullopt when Python would find it falsy.
+std::optional<std::string> python_str(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull())
+    return std::nullopt;
+  if (!node.IsScalar())
+    return std::nullopt; // lists and mappings are not usable as text fields
+  const std::string& v = node.Scalar();
+  if (node.Tag() == "?") {
+    switch (classify_plain(v)) {
+      case plain_kind::null:
+      case plain_kind::false_:
+        return std::nullopt;
+      case plain_kind::true_:
+        return "True";
+      case plain_kind::integer: {
+        std::string digits;
+        bool negative = v.starts_with("-");
+        for (char c : v)
+          if (c >= '0' && c <= '9')
+            digits += c;
+        auto nz = digits.find_first_not_of('0');
+        if (nz == std::string::npos)
+          return std::nullopt; // 0
+        return (negative ? "-" : "") + digits.substr(nz);
+      }
+      case plain_kind::number:
+      case plain_kind::string:
+        break;
+    }
+  }
+  if (v.empty())
+    return std::nullopt;
+  return v;
+}
+
+} // namespace
+
+// --- public helpers ----------------------------------------------------------------
+
+result<std::string> scoped_root(std::string_view skills_root, std::string_view ns) {
+  if (ns.empty() || ns.find('/') != std::string_view::npos
+      || ns.find('\\') != std::string_view::npos || ns == "." || ns == "..")
+    return make_box_error(ec::value, "Invalid Box skill namespace");
+  return std::string{skills_root} + "/tenants/" + std::string{ns};
+}
+
+result<std::string> validate_name(std::string_view raw) {
+  auto name = py_strip(raw);
+  if (name.empty())
+    return invalid("Skill name is required");
+  bool any = false;
+  for (size_t i = 0; i < name.size();) {
+    const char32_t cp = decode(name, i);
+    if (cp == '-' || cp == '_')
+      continue;
+    if (!is_alnum(cp))
+      return invalid("Skill name can only contain letters, numbers, hyphens and underscores");
+    any = true;
+  }
+  if (!any)
+    return invalid("Skill name can only contain letters, numbers, hyphens and underscores");
+  if (count_code_points(name) > limits::name_chars)
+    return invalid("Skill name cannot exceed 64 characters");
+  return std::string{name};
+}
+
+result<frontmatter> parse_frontmatter(std::string_view content) {
+  frontmatter out;
+  out.instructions = std::string{content};
+  if (!content.starts_with("---"))
+    return out;
+  auto lines = split_lines(content);
+  if (lines.empty() || py_strip(lines[0]) != "---")
+    return out;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (py_strip(lines[i]) != "---")
+      continue;
+    std::string meta;
+    for (size_t k = 1; k < i; ++k)
+      meta.append(lines[k]);
+    std::string rest;
+    for (size_t k = i + 1; k < lines.size(); ++k)
+      rest.append(lines[k]);
+    out.instructions = rest.substr(std::min(rest.find_first_not_of('\n'), rest.size()));
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(meta);
+    } catch (const YAML::Exception& e) {
+      return invalid(e.what());
+    }
+    if (doc.IsMap()) {
+      const YAML::Node& m = doc;
+      out.name = python_str(m["name"]);
+      out.display_name = python_str(m["display_name"]);
+      out.description = python_str(m["description"]);
+    }
+    return out;
+  }
+  return out;
+}
+
+std::string build_skill_md(const std::vector<std::pair<std::string, std::string>>& fields,
+                           std::string_view instructions) {
+  YAML::Emitter emitter;
+  emitter << YAML::BeginMap;
+  bool any = false;
+  for (const auto& [key, value] : fields) {
+    if (py_strip(value).empty())
+      continue;
+    any = true;
+    emitter << YAML::Key << key << YAML::Value;
+    // Quote whatever a YAML 1.1 loader would not read back as this very string.
+    // Control characters are escaped on one line, so no value can forge a "---" line.
+    const bool needs_quotes =
+        classify_plain(value) != plain_kind::string || value != py_strip(value)
+        || std::any_of(value.begin(), value.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+    if (needs_quotes)
+      emitter << YAML::DoubleQuoted;
+    emitter << value;
+  }
+  emitter << YAML::EndMap;
+  if (!any)
+    return std::string{instructions};
+  std::string out = "---\n";
+  out += py_strip(emitter.c_str());
+  out += "\n---\n\n";
+  out += instructions;
+  return out;
+}
+
+std::string to_json(const skill& s) {
+  json::writer w;
+  w.begin_object()
+    .key("name").value(s.name)
+    .key("display_name").value(s.display_name)
+    .key("description").value(s.description)
+    .key("instructions").value(s.instructions)
+    .key("package_root").value(s.package_root)
+    .key("entry_file").value(s.entry_file)
+    .key("python_project").value(s.python_project)
+    .key("created_at").value(s.created_at)
+    .key("updated_at").value(s.updated_at);
+  if (s.has_source_path)
+    w.key("source_path").value(s.source_path);
+  w.end_object();
+  return w.take();
+}
+
+std::string to_json(const std::vector<skill>& skills) {
+  json::writer w;
+  w.begin_object().key("skills").begin_array();
+  for (const auto& s : skills)
+    w.raw(to_json(s));
+  w.end_array().end_object();
+  return w.take();
+}
+
+// --- packages ----------------------------------------------------------------------
+
+namespace {
+
+using found_package = std::pair<std::string, std::string>; // dir, entry file
+
+std::optional<found_package> find_entry(const std::string& dir) {
+  for (const char* candidate : {"SKILL.md", "skill.md"})
+    if (is_file(dir + "/" + candidate))
+      return found_package{dir, candidate};
+  return std::nullopt;
+}
+
+/// Breadth-first discovery (§11.2); directory symlinks are never followed.
+result<std::vector<found_package>> discover(const std::string& start, int max_depth) {
+  std::vector<found_package> found;
+  std::deque<std::pair<std::string, int>> queue{{start, 0}};
+  std::set<std::string> seen;
+  size_t scanned = 0;
+  while (!queue.empty()) {
+    auto [current, depth] = queue.front();
+    queue.pop_front();
+    auto path = abspath(current);
+    if (!seen.insert(path).second)
+      continue;
+    if (auto entry = find_entry(path)) {
+      found.push_back(*entry);
+      if (found.size() > limits::discovery_packages)
+        return invalid("Skill discovery exceeded the configured package limit");
+      continue;
+    }
+    if (depth >= max_depth)
+      continue;
+    bool over = false;
+    auto names = list_dir(path, limits::discovery_entries - scanned + 1, over);
+    if (!names)
+      continue;
+    scanned += names->size();
+    if (over || scanned > limits::discovery_entries)
+      return invalid("Skill discovery exceeded the configured entry limit");
+    for (const auto& n : *names) {
+      auto child = join(path, n);
+      struct stat st{};
+      if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        queue.emplace_back(child, depth + 1);
+    }
+  }
+  return found;
+}
+
+/// Loads one package (§11.3); any failure is an error the listing skips.
+result<skill> load_package(const std::string& dir, const std::string& entry_file) {
+  skill s;
+  s.package_root = realpath_py(dir);
+  s.entry_file = entry_file;
+  const auto entry_path = realpath_py(s.package_root + "/" + entry_file);
+  if (!below(s.package_root, entry_path))
+    return invalid("Skill entry file " + entry_file + " is outside the package root");
+  bool too_big = false;
+  auto raw = read_limited(entry_path, limits::text_file_bytes, too_big);
+  if (!raw)
+    return raw.error();
+  if (too_big)
+    return invalid("Skill entry file " + entry_file + " exceeds the 1048576-byte limit");
+  if (!valid_utf8(*raw))
+    return invalid("Skill entry file " + entry_file + " is not valid UTF-8 text");
+  auto fm = parse_frontmatter(universal_newlines(*raw));
+  if (!fm)
+    return fm.error();
+  const auto dir_name = basename(s.package_root);
+  auto name = validate_name(fm->name.value_or(dir_name));
+  if (!name)
+    return name.error();
+  s.name = *name;
+  s.display_name = py_strip(fm->display_name.value_or(fm->name.value_or(dir_name)));
+  s.description = py_strip(fm->description.value_or(""));
+  s.instructions = std::move(fm->instructions);
+  for (const char* marker : {"requirements.txt", "pyproject.toml", "setup.py", "setup.cfg"})
+    s.python_project = s.python_project || is_file(s.package_root + "/" + marker);
+  s.python_project = s.python_project || is_dir(s.package_root + "/.venv");
+  struct stat st{};
+  if (::stat(entry_path.c_str(), &st) != 0)
+    return os_error(errno, entry_path);
+  s.created_at = iso_utc_offset(epoch_us(st.st_ctim));
+  s.updated_at = iso_utc_offset(epoch_us(st.st_mtim));
+  return s;
+}
+
+box_error write_skill_md(const std::string& package_root, const std::string& name,
+                         const std::optional<std::string>& display_name,
+                         const std::optional<std::string>& description,
+                         const std::string& instructions) {
+  if (auto err = make_dirs(package_root))
+    return err;
+  std::vector<std::pair<std::string, std::string>> fields{{"name", name}};
+  if (display_name)
+    fields.emplace_back("display_name", *display_name);
+  if (description)
+    fields.emplace_back("description", *description);
+  return write_text(package_root + "/SKILL.md", build_skill_md(fields, instructions));
+}
+
+/// Python's os.path.splitext(...)[0] of a basename.
+std::string strip_extension(const std::string& base) {
+  auto dot = base.rfind('.');
+  if (dot == std::string::npos || dot == 0)
+    return base;
+  if (base.find_first_not_of('.') >= dot)
+    return base;
+  return base.substr(0, dot);
+}
+
+std::string target_stem(const std::string& filename) {
+  auto stem = strip_extension(basename(py_strip(filename)));
+  auto safe = std::string{strip_chars(safe_target_chars(stem), "-_")};
+  return safe.empty() ? "uploaded-skill" : safe;
+}
+
+/// `raw` trimmed, backslashes as slashes, outer slashes stripped.
+std::string clean_relative(std::string_view raw) {
+  std::string s{py_strip(raw)};
+  std::replace(s.begin(), s.end(), '\\', '/');
+  return std::string{strip_chars(s, "/")};
+}
+
+/// Reads an uploaded archive, refusing empty and oversized files before reading.
+result<std::string> read_upload(const std::string& zip_path) {
+  struct stat st{};
+  if (::stat(zip_path.c_str(), &st) != 0)
+    return os_error(errno, zip_path);
+  if (st.st_size == 0)
+    return invalid("Uploaded file is empty");
+  if (static_cast<uint64_t>(st.st_size) > zip::max_upload_bytes)
+    return invalid("Uploaded archive exceeds the compressed size limit (20971520 bytes)");
+  bool too_big = false;
+  auto data = read_limited(zip_path, zip::max_upload_bytes, too_big);
+  if (data && too_big)
+    return invalid("Uploaded archive exceeds the compressed size limit (20971520 bytes)");
+  if (data && data->empty())
+    return invalid("Uploaded file is empty");
+  return data;
+}
+
+/// An archive unpacked into a private temp directory that is always removed.
+struct unpacked {
+  remove_on_exit temp;
+  std::string root; // the archive root, after the single-directory rule and source_subdir
+};
+
+box_error unpack(const std::string& zip_path, const std::string& temp_parent,
+                 const char* prefix, const std::string& source_subdir, unpacked& out) {
+  auto bytes = read_upload(zip_path);
+  if (!bytes)
+    return bytes.error();
+  auto parent = temp_parent.empty() ? fs::temp_directory_path().string() : temp_parent;
+  std::string tmpl = parent + "/" + prefix + "XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    return os_error(errno, tmpl);
+  out.temp.path = tmpl;
+  const auto extracted = realpath_py(tmpl) + "/extracted";
+  if (auto err = zip::safe_extract(*bytes, extracted))
+    return err;
+  bool over = false;
+  auto names = list_dir(extracted, SIZE_MAX, over);
+  std::string root = extracted;
+  if (names && names->size() == 1 && is_dir(extracted + "/" + names->front()))
+    root = extracted + "/" + names->front();
+  const auto subdir = clean_relative(source_subdir);
+  if (!subdir.empty()) {
+    auto norm = normpath(subdir);
+    if (norm.starts_with("..") || norm.starts_with("/"))
+      return invalid("source_subdir must stay within the uploaded archive");
+    auto target = realpath_py(root + "/" + norm);
+    auto archive_root = realpath_py(root);
+    if (!within(archive_root, target))
+      return invalid("source_subdir must stay within the uploaded archive");
+    if (!is_dir(target))
+      return invalid("source_subdir does not exist in the uploaded archive: " + subdir);
+    root = target;
+  }
+  out.root = root;
+  return {};
+}
+
+result<std::vector<skill>> preview_candidates(const std::string& store_root,
+                                              const std::string& archive_root,
+                                              const std::string& filename,
+                                              const std::string& target_suffix) {
+  auto found = discover(archive_root, 2);
+  if (!found)
+    return found.error();
+  if (found->empty())
+    return invalid("No SKILL.md found in " + archive_root
+                   + " or its subdirectories (max depth: 2)");
+  const auto stem = target_stem(filename);
+  // The suffix is caller text; keep it to one path component.
+  const auto suffix = safe_target_chars(target_suffix);
+  std::vector<skill> previews;
+  for (const auto& [dir, entry] : *found) {
+    auto s = load_package(dir, entry);
+    if (!s)
+      return s.error();
+    auto rel = fs::path{s->package_root}.lexically_relative(realpath_py(archive_root)).string();
+    if (rel == "." || rel.empty())
+      rel.clear();
+    s->source_path = rel;
+    s->has_source_path = true;
+    auto leaf = basename(rel);
+    auto target = stem;
+    if (!leaf.empty() && leaf != stem)
+      target += "-" + leaf;
+    if (!suffix.empty())
+      target += "-" + suffix;
+    s->package_root = join(store_root, target);
+    previews.push_back(std::move(*s));
+  }
+  std::stable_sort(previews.begin(), previews.end(), [](const skill& a, const skill& b) {
+    return a.source_path < b.source_path;
+  });
+  return previews;
+}
+
+std::string candidate_list(const std::vector<skill>& previews) {
+  std::string out;
+  for (const auto& p : previews) {
+    if (!out.empty())
+      out += ", ";
+    out += p.source_path.empty() ? "." : p.source_path;
+  }
+  return out;
+}
+
+} // namespace
+
+// --- store -------------------------------------------------------------------------
+
+store::store(std::string root, std::string temp_parent)
+  : root_(std::move(root)), temp_parent_(std::move(temp_parent)) {
+}
+
+std::string store::root() const {
+  return realpath_py(root_);
+}
+
+result<std::vector<skill>> store::list() {
+  const auto root_dir = root();
+  if (auto err = make_dirs(root_dir))
+    return err;
+  auto found = discover(root_dir, 6);
+  if (!found)
+    return found.error();
+  std::vector<skill> skills;
+  uint64_t text = 0;
+  for (const auto& [dir, entry] : *found) {
+    auto s = load_package(dir, entry);
+    if (!s)
+      continue;
+    for (const auto* field : {&s->name, &s->display_name, &s->description, &s->instructions,
+                              &s->package_root, &s->entry_file, &s->created_at,
+                              &s->updated_at})
+      text += field->size();
+    if (text > limits::listing_text_bytes)
+      return invalid("Skill listing exceeds the configured text limit");
+    skills.push_back(std::move(*s));
+  }
+  std::stable_sort(skills.begin(), skills.end(), [](const skill& a, const skill& b) {
+    return a.updated_at > b.updated_at;
+  });
+  return skills;
+}
+
+result<std::optional<skill>> store::get(const std::string& name) {
+  auto all = list();
+  if (!all)
+    return all.error();
+  for (auto& s : *all)
+    if (s.name == name)
+      return std::optional<skill>{std::move(s)};
+  return std::optional<skill>{};
+}
+
+namespace {
+
+/// The create-time value of a text field (§11.5).
+std::string create_field(const text_field& requested, const std::optional<skill>& imported,
+                         std::string skill::*member) {
+  const bool given = requested && *requested;
+  if (!given || (imported && py_strip(**requested).empty()))
+    return imported ? (*imported).*member : std::string{};
+  return **requested;
+}
+
+} // namespace
+
+result<skill> store::create(const create_request& req) {
+  auto name = validate_name(req.name);
+  if (!name)
+    return name.error();
+  auto existing = get(*name);
+  if (!existing)
+    return existing.error();
+  if (*existing)
+    return invalid("Skill with name \"" + *name + "\" already exists");
+  const auto root_dir = root();
+  const auto managed = join(root_dir, *name);
+  auto target = managed;
+  std::optional<skill> imported;
+  const auto requested_root = std::string{py_strip(req.package_root)};
+  if (!requested_root.empty()) {
+    // Scoped store: a package is only ever registered in place, never copied in.
+    const auto package_root = realpath_py(requested_root);
+    if (!below(root_dir, package_root))
+      return invalid("package_root must stay within the Workspace skill root");
+    if (!is_dir(package_root))
+      return invalid("Directory does not exist: " + package_root);
+    auto entry = find_entry(package_root);
+    if (!entry)
+      return invalid("No SKILL.md found in " + package_root);
+    auto loaded = load_package(entry->first, entry->second);
+    if (!loaded)
+      return loaded.error();
+    imported = std::move(*loaded);
+    target = package_root;
+  }
+  const auto display_name = create_field(req.display_name, imported, &skill::display_name);
+  const auto description = create_field(req.description, imported, &skill::description);
+  const auto instructions = create_field(req.instructions, imported, &skill::instructions);
+  if (auto err = write_skill_md(target, *name, display_name, description, instructions))
+    return err;
+  auto created = get(*name);
+  if (!created)
+    return created.error();
+  if (!*created)
+    return invalid("Failed to create skill \"" + *name + "\"");
+  return std::move(**created);
+}
+
+result<skill> store::update(const std::string& name, const create_request& req) {
+  auto current = get(name);
+  if (!current)
+    return current.error();
+  if (!*current)
+    return invalid("Skill \"" + name + "\" not found");
+  const auto& s = **current;
+  const auto requested_name = py_strip(req.name.empty() ? s.name : req.name);
+  if (requested_name != s.name)
+    return invalid("Renaming skills is not supported");
+  const auto requested_root = py_strip(req.package_root);
+  if (!requested_root.empty() && realpath_py(requested_root) != realpath_py(s.package_root))
+    return invalid("Updating package_root is not supported; recreate the skill to import a "
+                   "different package");
+  const auto keep = [](const text_field& f, const std::string& current_value) {
+    return f ? *f : std::optional<std::string>{current_value};
+  };
+  const auto display_name = keep(req.display_name, s.display_name);
+  const auto description = keep(req.description, s.description);
+  const auto instructions = keep(req.instructions, s.instructions).value_or("");
+  if (auto err = write_skill_md(s.package_root, s.name, display_name, description,
+                                instructions))
+    return err;
+  auto updated = get(name);
+  if (!updated)
+    return updated.error();
+  if (!*updated)
+    return invalid("Skill \"" + name + "\" not found after update");
+  return std::move(**updated);
+}
+
+result<std::string> store::remove(const std::string& name) {
+  auto current = get(name);
+  if (!current)
+    return current.error();
+  if (!*current)
+    return invalid("Skill \"" + name + "\" not found");
+  const auto root_dir = root();
+  const auto package_root = realpath_py((*current)->package_root);
+  if (!below(root_dir, package_root))
+    return invalid("Only managed skills under the Box skills root can be deleted");
+  auto rel = package_root.substr(root_dir.size() + (root_dir == "/" ? 0 : 1));
+  const auto top = join(root_dir, rel.substr(0, rel.find('/')));
+  std::error_code err;
+  fs::remove_all(top, err);
+  return name;
+}
+
+result<skill> store::scan_directory(const std::string& path) {
+  const auto resolved = realpath_py(path);
+  if (!within(root(), resolved))
+    return invalid("scan path must stay within the Workspace skill root");
+  if (!is_dir(resolved))
+    return invalid("Directory does not exist: " + path);
+  auto found = discover(resolved, 2);
+  if (!found)
+    return found.error();
+  if (found->empty())
+    return invalid("No SKILL.md found in " + path + " or its subdirectories (max depth: 2)");
+  if (found->size() > 1) {
+    std::string candidates;
+    for (const auto& [dir, entry] : *found)
+      candidates += (candidates.empty() ? "" : ", ") + dir;
+    return invalid("Multiple skill directories found in " + path
+                   + ". Please choose a more specific path: " + candidates);
+  }
+  return load_package(found->front().first, found->front().second);
+}
+
+namespace {
+
+struct resolved_path {
+  std::string target;   // realpath inside the package root
+  std::string relative; // normalized relative form, "/"-separated
+  std::string given;    // the stripped request path
+};
+
+/// Path resolution shared by the three file operations (§11.6).
+result<resolved_path> resolve_in_package(const skill& s, const std::string& path,
+                                         bool expect_directory) {
+  if (s.package_root.empty())
+    return invalid("Skill \"" + s.name + "\" has no package_root");
+  const auto root = realpath_py(s.package_root);
+  resolved_path out;
+  out.given = py_strip(path);
+  if (out.given.empty())
+    out.given = ".";
+  if (out.given.starts_with("/"))
+    return invalid("path must be relative to the skill package root");
+  out.relative = normpath(out.given);
+  if (out.relative.starts_with(".."))
+    return invalid("path must stay within the skill package root");
+  out.target = realpath_py(root + "/" + out.relative);
+  if (!within(root, out.target))
+    return invalid("path must stay within the skill package root");
+  if (expect_directory) {
+    if (!is_dir(out.target))
+      return invalid("Skill directory not found: " + out.given);
+  } else {
+    const auto parent = dirname(out.target);
+    if (!within(root, parent.empty() ? root : parent))
+      return invalid("path must stay within the skill package root");
+  }
+  return out;
+}
+
+void skill_ref(json::writer& w, const std::string& name) {
+  w.key("skill").begin_object().key("name").value(name).end_object();
+}
+
+} // namespace
+
+result<std::string> store::list_files(const std::string& name, const std::string& path,
+                                      bool include_hidden, int64_t max_entries) {
+  if (max_entries <= 0)
+    return invalid("max_entries must be a positive integer");
+  max_entries = std::min(max_entries, limits::max_list_entries);
+  auto current = get(name);
+  if (!current)
+    return current.error();
+  if (!*current)
+    return invalid("Skill \"" + name + "\" not found");
+  auto where = resolve_in_package(**current, path, true);
+  if (!where)
+    return where.error();
+  bool over = false;
+  auto names = list_dir(where->target, limits::directory_entries, over);
+  if (!names)
+    return os_error(errno, where->target);
+  if (over)
+    return invalid("Skill directory exceeds the configured entry limit");
+  const auto package_root = realpath_py((*current)->package_root);
+  const bool at_root = where->relative == ".";
+  json::writer w;
+  w.begin_object();
+  skill_ref(w, (*current)->name);
+  w.key("base_path").value(at_root ? std::string{"."} : where->relative);
+  w.key("entries").begin_array();
+  int64_t count = 0;
+  for (const auto& n : *names) {
+    if (!include_hidden && n.starts_with("."))
+      continue;
+    const auto full = where->target + "/" + n;
+    struct stat st{};
+    // Follow a symlink only while it stays inside the package.
+    const bool follow = within(package_root, realpath_py(full));
+    if ((follow ? ::stat(full.c_str(), &st) : -1) != 0 && ::lstat(full.c_str(), &st) != 0)
+      continue;
+    const bool dir = S_ISDIR(st.st_mode);
+    w.begin_object()
+      .key("path").value(at_root ? n : where->relative + "/" + n)
+      .key("name").value(n)
+      .key("is_dir").value(dir)
+      .key("size");
+    if (dir)
+      w.null();
+    else
+      w.value(static_cast<int64_t>(st.st_size));
+    w.end_object();
+    if (++count >= max_entries)
+      break;
+  }
+  w.end_array();
+  w.key("truncated").value(count >= max_entries);
+  w.end_object();
+  return w.take();
+}
+
+result<std::string> store::read_file(const std::string& name, const std::string& path) {
+  auto current = get(name);
+  if (!current)
+    return current.error();
+  if (!*current)
+    return invalid("Skill \"" + name + "\" not found");
+  auto where = resolve_in_package(**current, path, false);
+  if (!where)
+    return where.error();
+  if (!is_file(where->target))
+    return invalid("Skill file not found: " + where->relative);
+  bool too_big = false;
+  auto data = read_limited(where->target, limits::text_file_bytes, too_big);
+  if (!data)
+    return data.error();
+  if (too_big)
+    return invalid("Skill file " + where->relative + " exceeds the 1048576-byte limit");
+  if (!valid_utf8(*data))
+    return invalid("Skill file " + where->relative + " is not valid UTF-8 text");
+  json::writer w;
+  w.begin_object();
+  skill_ref(w, (*current)->name);
+  w.key("path").value(where->relative).key("content").value(universal_newlines(*data));
+  w.end_object();
+  return w.take();
+}
+
+result<std::string> store::write_file(const std::string& name, const std::string& path,
+                                      const std::string& content) {
+  auto current = get(name);
+  if (!current)
+    return current.error();
+  if (!*current)
+    return invalid("Skill \"" + name + "\" not found");
+  auto where = resolve_in_package(**current, path, false);
+  if (!where)
+    return where.error();
+  if (content.size() > limits::text_file_bytes)
+    return invalid("Skill file " + where->relative + " exceeds the 1048576-byte limit");
+  if (auto err = make_dirs(dirname(where->target)))
+    return err;
+  if (auto err = write_text(where->target, content))
+    return err;
+  json::writer w;
+  w.begin_object();
+  skill_ref(w, (*current)->name);
+  w.key("path").value(where->relative);
+  w.key("bytes_written").value(static_cast<int64_t>(content.size()));
+  w.end_object();
+  return w.take();
+}
+
+result<std::vector<skill>> store::preview_zip(const std::string& zip_path,
+                                              const std::string& filename,
+                                              const std::string& source_subdir,
+                                              const std::string& target_suffix) {
+  unpacked up;
+  if (auto err = unpack(zip_path, temp_parent_, "langbot_box_skill_preview_", source_subdir,
+                        up))
+    return err;
+  return preview_candidates(root(), up.root, filename, target_suffix);
+}
+
+result<std::vector<skill>> store::install_zip(const std::string& zip_path,
+                                              const std::string& filename,
+                                              const std::string& source_subdir,
+                                              const std::string& target_suffix,
+                                              const std::vector<std::string>& source_paths,
+                                              const std::string& source_path) {
+  unpacked up;
+  if (auto err = unpack(zip_path, temp_parent_, "langbot_box_skill_upload_", source_subdir,
+                        up))
+    return err;
+  const auto root_dir = root();
+  auto previews = preview_candidates(root_dir, up.root, filename, target_suffix);
+  if (!previews)
+    return previews.error();
+
+  std::vector<std::string> wanted;
+  for (const auto& p : source_paths) {
+    auto n = clean_relative(p);
+    if (std::find(wanted.begin(), wanted.end(), n) == wanted.end())
+      wanted.push_back(n);
+  }
+  if (auto legacy = clean_relative(source_path);
+      !legacy.empty() && std::find(wanted.begin(), wanted.end(), legacy) == wanted.end())
+    wanted.push_back(legacy);
+  std::vector<skill> selected;
+  if (previews->size() == 1 && wanted.empty()) {
+    selected = *previews;
+  } else if (wanted.empty()) {
+    return invalid("Multiple skills found. Please choose one or more source_paths: "
+                   + candidate_list(*previews));
+  } else {
+    for (const auto& w : wanted) {
+      auto it = std::find_if(previews->begin(), previews->end(),
+                             [&](const skill& p) { return p.source_path == w; });
+      if (it == previews->end())
+        return invalid("Invalid source_path \"" + w + "\". Available: "
+                       + candidate_list(*previews));
+      selected.push_back(*it);
+    }
+  }
+
+  std::vector<std::string> targets;
+  for (const auto& p : selected) {
+    auto target = realpath_py(p.package_root);
+    if (std::find(targets.begin(), targets.end(), target) != targets.end())
+      return invalid("Duplicate target directory selected: " + target);
+    if (lexists(target))
+      return invalid("Skill directory already exists: " + target);
+    if (!below(root_dir, target))
+      return invalid("Archive contains an unsafe path: " + target);
+    targets.push_back(target);
+  }
+  if (auto err = make_dirs(root_dir))
+    return err;
+  std::vector<std::string> created;
+  const auto undo = [&] {
+    std::error_code ec;
+    for (const auto& dir : created)
+      fs::remove_all(dir, ec);
+  };
+  std::vector<skill> installed;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    const auto& p = selected[i];
+    const auto source = p.source_path.empty() ? up.root : up.root + "/" + p.source_path;
+    if (::mkdir(targets[i].c_str(), 0755) != 0) {
+      auto err = os_error(errno, targets[i]);
+      undo();
+      return err;
+    }
+    created.push_back(targets[i]);
+    if (auto err = copy_contents(source, targets[i])) {
+      undo();
+      return err;
+    }
+    auto scanned = scan_directory(targets[i]);
+    if (!scanned) {
+      undo();
+      return scanned.error();
+    }
+    installed.push_back(std::move(*scanned));
+  }
+  return installed;
+}
+
+result<std::string> store::resolve_package_root(const std::string& name) {
+  auto valid = validate_name(name);
+  if (!valid)
+    return valid.error();
+  auto current = get(*valid);
+  if (!current)
+    return current.error();
+  if (!*current)
+    return invalid("Skill \"" + *valid + "\" not found");
+  const auto package_root = realpath_py((*current)->package_root);
+  if (!below(root(), package_root) || !is_dir(package_root))
+    return invalid("Skill \"" + *valid + "\" package directory is unavailable");
+  return package_root;
+}
+
+} // namespace boxrt::skills
