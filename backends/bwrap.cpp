@@ -1,6 +1,9 @@
 #include "backends/bwrap.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +23,12 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
+#include <mutex>
+#include <future>
+#include <functional>
+#include <deque>
+#include <condition_variable>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -183,15 +192,51 @@ std::string read_available(int fd) {
 
 /// Gives a workspace directory to the sandbox uid (not following symlinks), so the
 /// unprivileged command can write what the spec says it may write.
-void hand_over(const std::string& dir, uint32_t uid, uint32_t gid) {
-  struct stat st{};
-  if (::lstat(dir.c_str(), &st) != 0 || (st.st_uid == uid && st.st_gid == gid))
+/// Chowns the tree below the open directory `dirfd` without ever following a symlink:
+/// each level is opened relative to its parent with O_NOFOLLOW, so a sandbox that swaps
+/// a folder for a link while this runs cannot redirect it to host files.
+void hand_over_at(int dirfd, uint32_t uid, uint32_t gid, int depth) {
+  if (depth > 64)
     return;
-  ::lchown(dir.c_str(), uid, gid);
-  std::error_code err;
-  for (auto it = fs::recursive_directory_iterator{dir, fs::directory_options::skip_permission_denied, err};
-       !err && it != fs::recursive_directory_iterator{}; it.increment(err))
-    ::lchown(it->path().c_str(), uid, gid);
+  int fd = ::dup(dirfd);
+  if (fd < 0)
+    return;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  while (auto* e = ::readdir(d)) {
+    std::string_view name{e->d_name};
+    if (name == "." || name == "..")
+      continue;
+    ::fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW);
+    int sub = ::openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) {
+      hand_over_at(sub, uid, gid, depth + 1);
+      ::close(sub);
+    }
+  }
+  ::closedir(d);
+}
+
+/// Gives a workspace directory to the sandbox uid (see hand_over_at), so the
+/// unprivileged command can write what the spec says it may write.
+void hand_over(const std::string& dir, uint32_t uid, uint32_t gid) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  struct stat st{};
+  if (::fstat(fd, &st) == 0 && !(st.st_uid == uid && st.st_gid == gid)) {
+    ::fchown(fd, uid, gid);
+    hand_over_at(fd, uid, gid, 0);
+  }
+  ::close(fd);
+}
+
+/// True when `p` is `base` or lies below it.
+bool within(const std::string& p, const std::string& base) {
+  return p == base || p.starts_with(base + "/");
 }
 
 /// The skill name when `m` is a skill mount: `<mount_path>/.skills/<name>`, one level
@@ -511,7 +556,61 @@ void bwrap_session::sandbox_ended() {
 
 // -- backend ----------------------------------------------------------------------------
 
+/// The one thread that forks sandboxes. bwrap's --die-with-parent (a parent-death
+/// signal) fires when the *thread* that forked it ends, and worker-pool threads end
+/// when idle: forking from this thread, which lives as long as the backend, keeps warm
+/// sandboxes alive.
+class launcher_thread {
+ public:
+  launcher_thread() : thread_([this] { loop(); }) {}
+  ~launcher_thread() {
+    {
+      std::lock_guard lock{mtx_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  /// Runs `fn` on the launcher thread and waits for it.
+  void run(const std::function<void()>& fn) {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    {
+      std::lock_guard lock{mtx_};
+      jobs_.push_back([&] {
+        fn();
+        done.set_value();
+      });
+    }
+    cv_.notify_one();
+    finished.wait();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock{mtx_};
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty())
+        return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 struct bwrap_backend::impl {
+  launcher_thread launcher;
   std::unique_ptr<cgroup_tree> cgroups;
   std::string cgroup_reason;
   std::unique_ptr<loop_quota> quota;
@@ -660,6 +759,10 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
 }
 
 result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_spec& spec) {
+  return start(spec, false);
+}
+
+result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& spec, bool own_paths) {
   if (!unavailable_.empty())
     return make_box_error(ec::backend_unavailable, unavailable_);
   auto serial = impl_->next_id++;
@@ -669,7 +772,9 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
   uint32_t uid = opts_.uid, gid = opts_.gid;
   rlim_t nproc = 0;
   if (!impl_->cgroups) {
-    uid = opts_.uid + 1 + static_cast<uint32_t>(serial % opts_.uid_span);
+    // Stable per workspace (so its files keep one owner), else per session.
+    auto key = spec.host_path.empty() ? std::to_string(serial) : spec.host_path;
+    uid = opts_.uid + 1 + static_cast<uint32_t>(std::stoull(sha256_hex(key).substr(0, 8), nullptr, 16) % opts_.uid_span);
     gid = uid;
     nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
   }
@@ -685,12 +790,24 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     for (int& f : source_fds)
       close_fd(f);
   };
+  std::function<void()> close_all;
   auto fail = [&](box_error e) -> result<std::shared_ptr<backend_session>> {
-    close_sources();
+    close_all();
     s->teardown();
     return e;
   };
-  auto open_source = [&](const std::string& path, mount_mode mode) -> box_error {
+  /// For each source: a detached copy of its mount (open_tree) the launcher attaches
+  /// in its own namespace, or -1 for boxd's own folders, staged by path.
+  std::vector<int> source_trees;
+  auto close_trees = [&] {
+    for (int& f : source_trees)
+      close_fd(f);
+  };
+  close_all = [&] {
+    close_sources();
+    close_trees();
+  };
+  auto open_source = [&](const std::string& path, mount_mode mode, bool detach = true) -> box_error {
     if (!fs::exists(path, err)) {
       if (mode != mount_mode::rw)
         return make_box_error(ec::box_error, "host path " + path + " does not exist");
@@ -698,13 +815,46 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
       if (err)
         return make_box_error(ec::box_error, "cannot create " + path + ": " + err.message());
     }
-    int fd = high_fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+    auto real = fs::canonical(path, err).string();
+    if (err)
+      return make_box_error(ec::box_error, "cannot resolve " + path + ": " + err.message());
+    // No symlink may appear between resolving and opening (a sandbox could swap one
+    // in below a folder it can write).
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS;
+    int fd = high_fd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, real.c_str(), &how, sizeof how)));
     if (fd < 0)
       return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
     source_fds.push_back(fd);
-    source_paths.push_back(fs::canonical(path, err).string());
+    source_paths.push_back(real);
+    int tree = -1;
+    if (detach) {
+      tree = high_fd(static_cast<int>(
+        ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
+      if (tree < 0)
+        return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
+    }
+    source_trees.push_back(tree);
     return {};
   };
+
+  // boxd's own state is never a tenant's mount, nor inside one.
+  auto blocked = [&](const std::string& label, const std::string& path) -> box_error {
+    auto p = fs::weakly_canonical(path, err).lexically_normal().string();
+    while (p.size() > 1 && p.back() == '/')
+      p.pop_back();
+    if (within(p, opts_.state_dir) || within(opts_.state_dir, p))
+      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+    return {};
+  };
+  if (!own_paths && !spec.host_path.empty() && spec.host_path_mode != mount_mode::none)
+    if (auto e = blocked("host_path", spec.host_path))
+      return fail(e);
+  for (size_t i = 0; i < spec.extra_mounts.size() && !own_paths; ++i)
+    if (spec.extra_mounts[i].mode != mount_mode::none)
+      if (auto e = blocked("extra_mounts[" + std::to_string(i) + "].host_path", spec.extra_mounts[i].host_path))
+        return fail(e);
 
   // Workspace: the spec's host path (under its quota image when it has one), else a
   // private folder of the session.
@@ -763,7 +913,7 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     s->skills_view = view;
     if (::mount(nullptr, view.c_str(), nullptr, MS_SHARED, nullptr) != 0)
       return fail(make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)}));
-    if (auto e = open_source(view, mount_mode::ro))
+    if (auto e = open_source(view, mount_mode::ro, false))
       return fail(e);
   }
   // The io folder: managed-process FIFOs and exit files, and init's control FIFOs.
@@ -779,16 +929,11 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
         || !make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
       return fail(make_box_error(ec::box_error, "cannot prepare the io folder " + io));
     s->io_dir = io;
-    if (auto e = open_source(io, mount_mode::rw))
+    if (auto e = open_source(io, mount_mode::rw, false))
       return fail(e);
   }
-  {
-    int fd = high_fd(::open(opts_.init_path.c_str(), O_PATH | O_CLOEXEC));
-    if (fd < 0)
-      return fail(make_box_error(ec::box_error, "cannot open " + opts_.init_path + ": " + std::strerror(errno)));
-    source_fds.push_back(fd);
-    source_paths.push_back(fs::canonical(opts_.init_path, err).string());
-  }
+  if (auto e = open_source(opts_.init_path, mount_mode::ro))
+    return fail(e);
   int seccomp_fd = -1;
   {
     // bwrap reads the filter from a descriptor of its own (a fresh memfd per sandbox:
@@ -822,13 +967,16 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
   // Staging: the unprivileged bwrap cannot reach a source whose parent folders it may
   // not traverse (a 0700 data folder, say). So the launcher, still root, makes itself a
   // mount namespace of its own (a slave: mounts from the host, such as skills, still
-  // arrive; nothing goes back), mounts a tmpfs on the staging folder there and binds each
-  // source (by its open descriptor) to <stage>/<n>; bwrap binds from those. Nothing of
+  // arrive; nothing goes back), mounts a tmpfs on the staging folder there and attaches
+  // each source to <stage>/<n> (tenant sources as detached mount copies taken above,
+  // boxd's own folders by path); bwrap binds from those. Nothing of
   // this is visible on the host, and it all goes when the sandbox ends.
   std::vector<std::string> stage_from, stage_to;
   std::vector<char> stage_is_dir;
+  std::vector<int> stage_tree;
   for (size_t i = 0; i + 1 < source_fds.size(); ++i) { // the last one is the seccomp memfd
     stage_from.push_back(source_paths[i]);
+    stage_tree.push_back(source_trees[i]);
     stage_to.push_back(stage_root_ + "/" + std::to_string(i));
     struct stat st{};
     stage_is_dir.push_back(::fstat(source_fds[i], &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0);
@@ -845,7 +993,9 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
   std::vector<int> join = s->group ? s->group->join_fds() : std::vector<int>{};
   auto bwrap = opts_.bwrap_path;
 
-  pid_t pid = ::fork();
+  pid_t pid = -1;
+  impl_->launcher.run([&] {
+  pid = ::fork();
   if (pid == 0) {
     // The launcher: plain system calls only, then exec bwrap.
     auto die = [&](const char* what) {
@@ -889,7 +1039,12 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
           die("bwrap launcher: cannot create a staging file");
         ::close(f);
       }
-      if (::mount(stage_from[i].c_str(), stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+      // A tenant's source arrives as the detached copy taken in boxd (no path lookup
+      // here, so nothing can be swapped in between); boxd's own folders by path.
+      bool staged = stage_tree[i] >= 0
+                      ? ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0
+                      : ::mount(stage_from[i].c_str(), stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+      if (!staged)
         die("bwrap launcher: cannot stage a mount source");
     }
     if (::dup2(in_pipe[0], 0) < 0 || ::dup2(out_pipe[1], 1) < 0 || ::dup2(err_pipe[1], 2) < 0
@@ -901,10 +1056,11 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
     ::execve(bwrap.c_str(), argv.data(), envp);
     ::_exit(127);
   }
+  });
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  close_sources();
+  close_all();
   if (s->group)
     s->group->close_join_fds();
   s->to_init = in_pipe[1];
@@ -1152,7 +1308,7 @@ std::string bwrap_backend::self_test() {
   spec.session_id = "self-test";
   spec.cmd = "true";
   spec.timeout_sec = 10;
-  auto s = start_session(spec);
+  auto s = start(spec, true);
   if (!s)
     return s.error().message;
   auto r = exec(**s, spec, exec_limits{});
@@ -1203,7 +1359,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
              "/proc/self/ns/$n; done; stat -f -c '%b %S' /tmp; grep -c . /proc/net/dev; "
              "touch /probe-rootfs 2>/dev/null && echo rootfs-writable || echo rootfs-readonly";
   auto probe = [&]() -> std::string {
-    auto started = start_session(spec);
+    auto started = start(spec, true); // the probe's workspace is boxd's own folder
     if (!started)
       return started.error().message;
     auto res = exec(**started, spec, exec_limits{});

@@ -83,6 +83,10 @@ class bwrap_backend : public backend {
                                       bool skills_view) const;
 
  private:
+  /// start_session; `own_paths` lets boxd's own probes use folders of its state
+  /// directory, which tenants never may.
+  result<std::shared_ptr<backend_session>> start(const box_spec& spec, bool own_paths);
+
   /// Mounts into the session's skills view exactly the skill mounts of `spec`.
   box_error sync_skills(bwrap_session& s, const box_spec& spec);
 

@@ -273,7 +273,10 @@ BOOST_FIXTURE_TEST_CASE(the_root_filesystem_and_read_only_mounts_cannot_be_writt
   auto rw_dir = root + "/rw";
   s.extra_mounts.push_back(mount_spec{rw_dir, "/rw", mount_mode::rw});
   auto session = start(s);
-  auto r = run(*session, s, "touch /x 2>&1; touch /usr/x 2>&1; touch /data/x 2>&1; touch /rw/x && echo rw-ok");
+  // The root alone first: /usr and the ro mount are read-only binds anyway.
+  auto root_only = run(*session, s, "touch /x 2>&1");
+  BOOST_TEST(root_only.stdout_text.find("Read-only file system") != std::string::npos);
+  auto r = run(*session, s, "touch /usr/x 2>&1; touch /data/x 2>&1; touch /rw/x && echo rw-ok");
   BOOST_TEST(r.stdout_text.find("Read-only file system") != std::string::npos);
   BOOST_TEST(!fs::exists(data + "/x"));
   // Control: the writable mount is writable.
@@ -294,6 +297,48 @@ BOOST_FIXTURE_TEST_CASE(no_capabilities_and_no_mount_or_unshare_inside, bwrap_fi
   BOOST_TEST(m.stdout_text.find("mount=0") == std::string::npos);
   BOOST_TEST(m.stdout_text.find("unshare=0") == std::string::npos);
   backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_seccomp_filter_refuses_what_capabilities_alone_allow, bwrap_fixture) {
+  // personality() needs no privilege, so only the filter can refuse it.
+  auto s = spec("seccomp");
+  auto session = start(s);
+  auto r = run(*session, s, "python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+                            "rc = libc.personality(0xffffffff); print(rc, os.strerror(ctypes.get_errno()))\"");
+  BOOST_TEST(r.stdout_text == "-1 Operation not permitted");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_sandbox_outlives_the_thread_that_started_it, bwrap_fixture) {
+  // Worker-pool threads end when idle; bwrap's --die-with-parent must not take the
+  // warm sandbox with them.
+  auto s = spec("thread");
+  std::shared_ptr<backend_session> session;
+  std::thread starter{[&] {
+    auto r = backend->start_session(s);
+    if (r.ok())
+      session = r.value();
+  }};
+  starter.join();
+  BOOST_REQUIRE(session);
+  auto r = run(*session, s, "echo still here");
+  BOOST_TEST(r.stdout_text == "still here");
+  BOOST_TEST(session->alive());
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(boxd_state_is_never_a_tenant_mount, bwrap_fixture) {
+  for (auto path : {opts.state_dir, opts.state_dir + "/images", root}) {
+    auto s = spec("state", path);
+    auto r = backend->start_session(s);
+    BOOST_REQUIRE(!r.ok());
+    BOOST_TEST(r.error().message == "host_path " + path + " is blocked for security");
+  }
+  auto s = spec("state-extra");
+  s.extra_mounts.push_back(mount_spec{opts.state_dir + "/mounts", "/x", mount_mode::ro});
+  auto r = backend->start_session(s);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(r.error().message == "extra_mounts[0].host_path " + opts.state_dir + "/mounts is blocked for security");
 }
 
 BOOST_FIXTURE_TEST_CASE(an_interrupt_ends_a_running_exec_and_every_later_one, bwrap_fixture) {
