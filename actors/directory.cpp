@@ -44,6 +44,9 @@ struct directory_state {
   std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
     = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
   bool probing = false;
+  /// A delayed probe_atom is on its way: one timer chain only, however often a probe
+  /// is also started at once (box_init).
+  bool probe_timer = false;
 };
 
 using self_ptr = directory_actor::stateful_pointer<directory_state>;
@@ -81,6 +84,9 @@ void submit_probe(self_ptr self) {
 }
 
 void schedule_probe(self_ptr self) {
+  if (self->state.probe_timer)
+    return;
+  self->state.probe_timer = true;
   auto cache = self->state.settings.config.admission.readiness_cache_sec;
   // Probes run in the background only: at most once per cache period, and every few
   // seconds when the cache is 0, never on a request's path.
@@ -384,7 +390,10 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
         if (self->state.supervisors.count(ws))
           mark_idle(self, ws, idle);
       },
-      [self](probe_atom) { submit_probe(self); },
+      [self](probe_atom) {
+        self->state.probe_timer = false;
+        submit_probe(self);
+      },
       [self](probed_atom, readiness_report& report, std::string& mount_error) {
         auto& st = self->state;
         st.probing = false;

@@ -1338,7 +1338,8 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
   r.limits_mechanism = impl_->cgroups ? impl_->cgroups->mechanism() : "rlimit";
   std::lock_guard lock{impl_->probe_mtx};
   // Storage: kernel facts, probed once (mkfs and mount are not free).
-  if (!impl_->storage_ok) {
+  // A failed storage probe is tried again next time; a success stands.
+  if (!impl_->storage_ok || !*impl_->storage_ok) {
     impl_->storage_ok = impl_->quota->probe(opts_.state_dir + "/probe/storage", &impl_->storage_reason);
     if (!*impl_->storage_ok)
       spdlog::warn("bwrap: hard quotas are not available: {}", impl_->storage_reason);
