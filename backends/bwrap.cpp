@@ -1359,11 +1359,16 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
   spec.cmd = "echo readiness > /workspace/.mounted; for n in net mnt pid user uts ipc; do readlink "
              "/proc/self/ns/$n; done; stat -f -c '%b %S' /tmp; grep -c . /proc/net/dev; "
              "touch /probe-rootfs 2>/dev/null && echo rootfs-writable || echo rootfs-readonly";
+  bool limits_held = false;
   auto probe = [&]() -> std::string {
     auto started = start(spec, true); // the probe's workspace is boxd's own folder
     if (!started)
       return started.error().message;
     auto res = exec(**started, spec, exec_limits{});
+    // The limits hold only if the sandbox really runs inside its group, limited.
+    if (auto* bs = dynamic_cast<bwrap_session*>(started->get()); bs && bs->group)
+      limits_held = bs->group->process_count() >= 2
+                    && bs->group->pids_max() == std::to_string(spec.pids_limit + opts_.pids_overhead);
     stop_session(**started);
     if (!res)
       return res.error().message;
@@ -1403,7 +1408,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     r.error = error;
     spdlog::warn("bwrap: readiness probe failed: {}", error);
   }
-  r.details["resource_limits"] = impl_->cgroups != nullptr && error.empty();
+  r.details["resource_limits"] = impl_->cgroups != nullptr && error.empty() && limits_held;
   r.details["cgroup_v2"] = r.details["resource_limits"] && impl_->cgroups->kind() == cgroup_tree::version::v2;
   bool storage = *impl_->storage_ok;
   r.details["hard_workspace_quota"] = storage;

@@ -243,6 +243,17 @@ void cgroup_tree::group::signal_all() const {
       ::kill(p, SIGKILL);
 }
 
+size_t cgroup_tree::group::process_count() const {
+  return pids_dir_.empty() ? 0 : procs_of(pids_dir_).size();
+}
+
+std::string cgroup_tree::group::pids_max() const {
+  std::ifstream in{pids_dir_ + "/pids.max"};
+  std::string v;
+  in >> v;
+  return v;
+}
+
 void cgroup_tree::group::destroy() {
   if (destroyed_)
     return;

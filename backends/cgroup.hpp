@@ -60,6 +60,11 @@ class cgroup_tree {
     /// One round of SIGKILL to every process now in the group; never waits.
     void signal_all() const;
 
+    /// Processes in the group now, and its pids limit as the kernel reports it ("" when
+    /// unreadable): what readiness checks to show the limits really apply.
+    size_t process_count() const;
+    std::string pids_max() const;
+
     /// kill_all, then removes the group directories. Idempotent.
     void destroy();
 
