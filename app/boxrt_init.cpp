@@ -44,17 +44,7 @@ struct control_state {
 };
 control_state ctl;
 
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+using proto::write_all;
 
 bool read_all(int fd, char* buf, size_t n) {
   while (n > 0) {

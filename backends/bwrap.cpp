@@ -120,18 +120,6 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 enum class read_status { ok, timeout, closed };
 
 /// Reads one frame from `fd` before `deadline`; `stop` (when set) is polled so an
@@ -268,22 +256,6 @@ box_error attach_bind(const std::string& source, const std::string& target, bool
   if (rc != 0)
     return make_box_error(ec::box_error, "cannot mount " + source + " at " + target + ": " + std::strerror(e));
   return {};
-}
-
-/// Mount points at or below `prefix`, deepest first.
-std::vector<std::string> mounts_under(const std::string& prefix) {
-  std::vector<std::string> out;
-  std::ifstream in{"/proc/self/mountinfo"};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields{line};
-    std::string id, parent, devno, root, point;
-    fields >> id >> parent >> devno >> root >> point;
-    if (point == prefix || point.starts_with(prefix + "/"))
-      out.push_back(point);
-  }
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
-  return out;
 }
 
 /// Detaches every mount at or below `dir`, then removes `dir` only if nothing is
@@ -435,7 +407,7 @@ result<proto::control_reply> bwrap_session::control(std::string frame, int64_t i
   std::lock_guard lock{ctl_mtx};
   if (ctl_req < 0 || !alive())
     return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " is not running");
-  if (!write_all(ctl_req, frame))
+  if (!proto::write_all(ctl_req, frame))
     return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
   auto deadline = clock_type::now() + control_timeout;
   for (;;) {
@@ -940,7 +912,7 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     // the read offset is shared between duplicates).
     seccomp_fd = high_fd(::memfd_create("boxrt-seccomp", MFD_CLOEXEC));
     source_fds.push_back(seccomp_fd); // closed with the sources
-    if (seccomp_fd < 0 || !write_all(seccomp_fd, impl_->seccomp) || ::lseek(seccomp_fd, 0, SEEK_SET) != 0)
+    if (seccomp_fd < 0 || !proto::write_all(seccomp_fd, impl_->seccomp) || ::lseek(seccomp_fd, 0, SEEK_SET) != 0)
       return fail(make_box_error(ec::box_error, std::string{"cannot pass the seccomp filter: "} + std::strerror(errno)));
   }
 
@@ -1118,7 +1090,7 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   auto t0 = clock_type::now();
   auto timeout = std::chrono::seconds{spec.timeout_sec};
   std::string payload;
-  auto st = write_all(s->to_init, proto::encode(req))
+  auto st = proto::write_all(s->to_init, proto::encode(req))
               ? read_frame(s->from_init, payload, t0 + timeout, &s->interrupted_)
               : read_status::closed;
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();

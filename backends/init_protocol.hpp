@@ -28,6 +28,9 @@
 // (128+signal when killed) to `<name>.exit` when it ends.
 #pragma once
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -79,6 +82,20 @@ struct exec_reply {
   int64_t duration_ms = 0;
   std::string error;
 };
+
+/// Writes all of `data` to `fd` (retrying short writes and EINTR); false when the
+/// peer is gone.
+inline bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    auto n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
 
 inline void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i)

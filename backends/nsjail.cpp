@@ -517,16 +517,9 @@ readiness_report nsjail_backend::probe_readiness(const std::string& workspace_pa
 }
 
 result<std::shared_ptr<backend_session>> nsjail_backend::start_session(const box_spec& spec) {
-  if (auto err = check_host_denylist(spec))
-    return err;
+  if (auto e = prepare_host_path(spec, "nsjail"))
+    return e;
   std::error_code err;
-  // A missing rw source is created; a missing ro source stays the caller's error.
-  if (!spec.host_path.empty() && spec.host_path_mode == mount_mode::rw) {
-    fs::create_directories(spec.host_path, err);
-    if (err)
-      return make_box_error(ec::box_error, "nsjail backend error: cannot create host_path "
-                                             + spec.host_path + ": " + err.message());
-  }
   auto dir = session_dir_path(options_.base_dir, options_.instance_id, spec.session_id);
   auto fail = [&](const std::string& what) -> box_error {
     std::error_code ignored;

@@ -134,15 +134,9 @@ readiness_report process_backend::probe_readiness(const std::string&, bool) {
 }
 
 result<std::shared_ptr<backend_session>> process_backend::start_session(const box_spec& spec) {
-  if (auto err = check_host_denylist(spec))
-    return err;
+  if (auto e = prepare_host_path(spec, "process"))
+    return e;
   std::error_code err;
-  if (!spec.host_path.empty() && spec.host_path_mode == mount_mode::rw) {
-    fs::create_directories(spec.host_path, err);
-    if (err)
-      return make_box_error(ec::box_error, "process backend error: cannot create host_path "
-                                             + spec.host_path + ": " + err.message());
-  }
   auto dir = session_dir_path(base_dir_, instance_id_, spec.session_id);
   for (const auto* sub : {"workspace", "home", "root"}) {
     fs::create_directories(dir + "/" + sub, err);

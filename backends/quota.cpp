@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -82,19 +83,26 @@ std::string run_tool(const std::vector<std::string>& argv) {
   return err;
 }
 
-namespace {
-
-bool is_mount_point(const std::string& path) {
+std::vector<std::string> mounts_under(const std::string& prefix) {
+  std::vector<std::string> out;
   std::ifstream in{"/proc/self/mountinfo"};
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields{line};
     std::string id, parent, devno, root, point;
     fields >> id >> parent >> devno >> root >> point;
-    if (point == path)
-      return true;
+    if (point == prefix || point.starts_with(prefix + "/"))
+      out.push_back(point);
   }
-  return false;
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+  return out;
+}
+
+namespace {
+
+bool is_mount_point(const std::string& path) {
+  auto points = mounts_under(path);
+  return std::find(points.begin(), points.end(), path) != points.end();
 }
 
 std::string record_name(const std::string& mount_point) {

@@ -67,6 +67,9 @@ class loop_quota {
   std::map<std::string, int> mounts_;
 };
 
+/// Mount points of boxd's own mount namespace at or below `prefix`, deepest first.
+std::vector<std::string> mounts_under(const std::string& prefix);
+
 /// Runs a host tool (mkfs.ext4, mount, umount, ...) and waits; "" on exit 0, else its
 /// stderr (or how it failed). Blocking.
 std::string run_tool(const std::vector<std::string>& argv);

@@ -60,6 +60,19 @@ box_error check_host_denylist(const box_spec& spec) {
   return check_spec_mounts(spec, everything);
 }
 
+box_error prepare_host_path(const box_spec& spec, const std::string& backend) {
+  if (auto err = check_host_denylist(spec))
+    return err;
+  std::error_code err;
+  if (!spec.host_path.empty() && spec.host_path_mode == mount_mode::rw) {
+    fs::create_directories(spec.host_path, err);
+    if (err)
+      return make_box_error(ec::box_error, backend + " backend error: cannot create host_path "
+                                             + spec.host_path + ": " + err.message());
+  }
+  return {};
+}
+
 size_t remove_foreign_session_dirs(const std::string& base, const std::string& instance) {
   std::error_code err;
   auto prefix = instance + "_";

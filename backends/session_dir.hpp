@@ -31,6 +31,11 @@ std::string session_dir_path(const std::string& base, const std::string& instanc
 /// the session actor's (check_spec_mounts); this one guards a backend used directly.
 box_error check_host_denylist(const box_spec& spec);
 
+/// The start of every session of a directory-per-session backend: the denylist check,
+/// then a missing rw host_path is created (a missing ro one stays the caller's error).
+/// Errors name the backend ("<backend> backend error: cannot create host_path ...").
+box_error prepare_host_path(const box_spec& spec, const std::string& backend);
+
 /// Removes every directory in `base` whose name does not start with "<instance>_"
 /// (every one when `instance` is empty); returns how many were removed.
 size_t remove_foreign_session_dirs(const std::string& base, const std::string& instance);
