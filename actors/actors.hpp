@@ -27,6 +27,12 @@ using session_actor = caf::typed_actor<
   caf::reacts_to<done_atom, uint64_t, exec_outcome>,
   // Worker pool: the backend session was stopped.
   caf::reacts_to<stopped_atom>,
+  // Managed processes of this session (standard mode).
+  caf::replies_to<pstart_atom, process_spec>::with<process_info>,
+  caf::replies_to<pget_atom, std::string>::with<process_info>,
+  caf::replies_to<pstop_atom, std::string>::with<std::string>,
+  // Worker pool: the managed-process job with this token finished.
+  caf::reacts_to<pdone_atom, uint64_t, process_outcome>,
   // Self-sent TTL timer.
   caf::reacts_to<reap_atom>>;
 
@@ -48,6 +54,13 @@ using tenant_actor = caf::typed_actor<
   caf::replies_to<caf::get_atom, session_request>::with<session_info>,
   // box_delete_session: replies with the session_id as sent.
   caf::replies_to<caf::delete_atom, session_request>::with<std::string>,
+  // box_start_managed_process / box_get_managed_process: the process's info.
+  caf::replies_to<pstart_atom, process_request>::with<process_info>,
+  caf::replies_to<pget_atom, process_request>::with<process_info>,
+  // box_stop_managed_process: replies with the process_id.
+  caf::replies_to<pstop_atom, process_request>::with<std::string>,
+  // The stdio relay's handshake checks 4 to 9 (§1.4).
+  caf::replies_to<relay_atom, relay_request>::with<relay_verdict>,
   // Skill actions (§2.4); replies with the action's data JSON.
   caf::replies_to<skill_atom, skill_request>::with<std::string>,
   // box_get_sessions: this workspace at this exact generation.

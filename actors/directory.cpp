@@ -134,6 +134,7 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
   a.settings = st.settings;
   a.backend = st.args.backend;
   a.pool = st.args.pool;
+  a.processes = st.args.processes;
   auto sup = spawn_supervisor(self, std::move(a));
   self->monitor(sup);
   st.children->emplace(sup.address(), caf::actor_cast<caf::actor>(sup));
@@ -290,6 +291,34 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
           return to_caf_error(err);
         auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
         return forward<session_info>(self, ws, create_atom_v, std::move(req));
+      },
+      [self](pstart_atom, process_request& req) -> caf::result<process_info> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<process_info>(self, ws, pstart_atom_v, std::move(req));
+      },
+      [self](pget_atom, process_request& req) -> caf::result<process_info> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<process_info>(self, ws, pget_atom_v, std::move(req));
+      },
+      [self](pstop_atom, process_request& req) -> caf::result<std::string> {
+        if (auto err = check_instance(self, req.ctx.instance_uuid))
+          return to_caf_error(err);
+        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
+        return forward<std::string>(self, ws, pstop_atom_v, std::move(req));
+      },
+      [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
+        // An unknown workspace has no fence to hold: stale (401), and nothing is created.
+        if (check_instance(self, req.instance_uuid))
+          return relay_verdict{401, {}};
+        auto ws = key_of(req.instance_uuid, req.workspace_uuid);
+        auto i = self->state.supervisors.find(ws);
+        if (i == self->state.supervisors.end())
+          return relay_verdict{401, {}};
+        return self->delegate(i->second, relay_atom_v, std::move(req));
       },
       [self](skill_atom, skill_request& req) -> caf::result<std::string> {
         if (auto err = check_instance(self, req.ctx.instance_uuid))

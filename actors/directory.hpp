@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "actors/process_registry.hpp"
 #include "backends/backend.hpp"
 #include "backends/worker_pool.hpp"
 
@@ -23,6 +24,8 @@ struct directory_args {
   std::string backend_name;     // selected or requested backend name
   std::string backend_reason;   // why no backend is usable
   std::shared_ptr<worker_pool> pool;
+  /// Managed processes of this node (shared with the relay); null = none can start.
+  std::shared_ptr<process_registry> processes;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
   bool unsafe_soft_storage = false;
 };

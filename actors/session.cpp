@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <optional>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -49,12 +51,102 @@ struct session_state {
   std::vector<caf::typed_response_promise<bool>> stop_waiters;
   bool stop_submitted = false;
 
+  /// Managed processes of this session by process_id.
+  struct process_record {
+    process_spec spec;
+    epoch_us started_at = 0;
+    epoch_us exited_at = 0;
+    std::shared_ptr<process_registry::entry> entry;
+  };
+  std::map<std::string, process_record> processes;
+  /// A managed-process job on the pool: what it fills in, who waits for it.
+  struct process_job {
+    std::string process_id;
+    bool start = true;
+    process_spec spec;
+    std::shared_ptr<std::shared_ptr<managed_process>> started;
+    caf::typed_response_promise<process_info> start_rp;
+    caf::typed_response_promise<std::string> stop_rp;
+  };
+  std::map<uint64_t, process_job> process_jobs;
+  /// Starts that arrived while the sandbox was still starting.
+  std::vector<std::pair<process_spec, caf::typed_response_promise<process_info>>> early_starts;
+
   uint64_t commands_seen = 0;
   clock_type::time_point last_used = clock_type::now();
   bool reap_scheduled = false;
 };
 
 using self_ptr = session_actor::stateful_pointer<session_state>;
+
+box_error process_missing(const session_state& st, const std::string& pid) {
+  return box_error{ec::process_not_found, "session " + st.args.logical_id
+                                            + " has no managed process with process_id=" + pid};
+}
+
+process_info info_of(const session_state& st, session_state::process_record& r) {
+  process_info info;
+  info.session_id = st.args.logical_id;
+  info.process_id = r.spec.process_id;
+  info.command = r.spec.command;
+  info.args = r.spec.args;
+  info.cwd = r.spec.cwd;
+  for (auto& [k, v] : r.spec.env)
+    info.env_keys.push_back(k);
+  info.started_at = r.started_at;
+  auto& p = r.entry->process;
+  if (auto code = p->exit_code()) {
+    if (r.exited_at == 0)
+      r.exited_at = wall_now_us();
+    info.status = process_status::exited;
+    info.exit_code = *code;
+    info.exited_at = r.exited_at;
+  }
+  info.attached = r.entry->attached.load();
+  info.stderr_preview = p->stderr_preview();
+  return info;
+}
+
+/// Starts (or replaces) a managed process on the pool; the sandbox must be up.
+void start_process(self_ptr self, process_spec spec, caf::typed_response_promise<process_info> rp) {
+  auto& st = self->state;
+  if (!st.args.processes) {
+    rp.deliver(to_caf_error({ec::box_error, st.args.backend->name() + " backend does not support managed processes"}));
+    return;
+  }
+  // The global cap counts running processes and starts in flight, not the one replaced.
+  size_t replacing = 0;
+  if (auto i = st.processes.find(spec.process_id); i != st.processes.end() && !i->second.entry->process->exit_code())
+    replacing = 1;
+  size_t starting = 0;
+  for (auto& [t, j] : st.process_jobs)
+    starting += j.start ? 1 : 0;
+  auto max = static_cast<size_t>(std::max<int64_t>(st.args.max_managed_processes, 0));
+  if (st.args.processes->running() - replacing + starting >= max) {
+    rp.deliver(to_caf_error({ec::capacity_exceeded, "Box managed process capacity reached ("
+                                                      + std::to_string(max) + ")"}));
+    return;
+  }
+  auto token = st.next_token++;
+  auto slot = std::make_shared<std::shared_ptr<managed_process>>();
+  std::shared_ptr<managed_process> old;
+  if (auto i = st.processes.find(spec.process_id); i != st.processes.end())
+    old = i->second.entry->process;
+  st.process_jobs[token] = {spec.process_id, true, spec, slot, rp, {}};
+  auto handle = caf::actor_cast<session_actor>(self);
+  st.args.pool->submit([handle, box = st.box, backend = st.args.backend, spec, slot, old, token] {
+    process_outcome out;
+    if (old)
+      old->terminate(); // a running process of the same id is replaced (§4.7 step 5)
+    auto r = box->handle ? backend->start_managed_process(*box->handle, spec)
+                         : result<std::shared_ptr<managed_process>>{box_error{ec::box_error, "session is not running"}};
+    if (r)
+      *slot = std::move(r.value());
+    else
+      out.error = r.error();
+    caf::anon_send(handle, pdone_atom_v, token, std::move(out));
+  });
+}
 
 box_error deleting_error(const session_state& st) {
   return box_error{ec::session_not_found, "session " + st.args.logical_id + " is being deleted"};
@@ -151,6 +243,13 @@ void run_next(self_ptr self) {
 void fail_pending(self_ptr self, const box_error& reason) {
   auto& st = self->state;
   auto err = to_caf_error(reason);
+  for (auto& [spec, rp] : st.early_starts)
+    rp.deliver(err);
+  st.early_starts.clear();
+  // The processes end with the sandbox; the relay finds none from now on.
+  if (st.args.processes)
+    for (auto& [pid, r] : st.processes)
+      st.args.processes->remove(st.args.physical_id, pid);
   for (auto& q : st.queue)
     q.rp.deliver(err);
   st.queue.clear();
@@ -224,7 +323,13 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
         }
         return rp;
       },
-      [self](caf::get_atom) -> session_info { return self->state.info; },
+      [self](caf::get_atom) -> session_info {
+        auto& st = self->state;
+        auto info = st.info;
+        for (auto& [pid, r] : st.processes)
+          info.managed_processes.push_back(info_of(st, r));
+        return info;
+      },
       [self](stop_atom, box_error& reason) -> caf::typed_response_promise<bool> {
         auto rp = self->make_response_promise<bool>();
         self->state.stop_waiters.push_back(rp);
@@ -255,6 +360,8 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
         for (auto& w : st.create_waiters)
           w.deliver(st.info);
         st.create_waiters.clear();
+        for (auto& [spec, rp] : std::exchange(st.early_starts, {}))
+          start_process(self, std::move(spec), rp);
         schedule_reap(self);
         run_next(self);
       },
@@ -302,14 +409,86 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
         st.stop_waiters.clear();
         self->quit();
       },
+      [self](pstart_atom, process_spec& spec) -> caf::typed_response_promise<process_info> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<process_info>();
+        st.last_used = clock_type::now();
+        if (st.current == session_state::phase::stopping)
+          rp.deliver(to_caf_error(deleting_error(st)));
+        else if (st.current == session_state::phase::starting)
+          st.early_starts.emplace_back(std::move(spec), rp);
+        else
+          start_process(self, std::move(spec), rp);
+        return rp;
+      },
+      [self](pget_atom, std::string& pid) -> caf::result<process_info> {
+        auto& st = self->state;
+        auto i = st.processes.find(pid);
+        if (i == st.processes.end())
+          return to_caf_error(process_missing(st, pid));
+        return info_of(st, i->second);
+      },
+      [self](pstop_atom, std::string& pid) -> caf::typed_response_promise<std::string> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<std::string>();
+        auto i = st.processes.find(pid);
+        if (i == st.processes.end()) {
+          rp.deliver(to_caf_error(process_missing(st, pid)));
+          return rp;
+        }
+        // The record goes at once (a later get is not-found); termination runs on the pool.
+        auto entry = i->second.entry;
+        st.processes.erase(i);
+        st.args.processes->remove(st.args.physical_id, pid);
+        st.last_used = clock_type::now();
+        auto token = st.next_token++;
+        st.process_jobs[token] = {pid, false, {}, nullptr, {}, rp};
+        auto handle = caf::actor_cast<session_actor>(self);
+        st.args.pool->submit([handle, entry, token] {
+          entry->process->terminate();
+          caf::anon_send(handle, pdone_atom_v, token, process_outcome{});
+        });
+        return rp;
+      },
+      [self](pdone_atom, uint64_t token, process_outcome& out) {
+        auto& st = self->state;
+        auto i = st.process_jobs.find(token);
+        if (i == st.process_jobs.end())
+          return;
+        auto job = std::move(i->second);
+        st.process_jobs.erase(i);
+        if (!job.start) {
+          job.stop_rp.deliver(job.process_id);
+          return;
+        }
+        if (out.error) {
+          job.start_rp.deliver(to_caf_error(out.error));
+          return;
+        }
+        if (st.current == session_state::phase::stopping) {
+          (*job.started)->terminate(std::chrono::milliseconds{0});
+          job.start_rp.deliver(to_caf_error(deleting_error(st)));
+          return;
+        }
+        session_state::process_record r;
+        r.spec = job.spec;
+        r.started_at = wall_now_us();
+        r.entry = st.args.processes->put(st.args.physical_id, job.process_id, *job.started);
+        auto& rec = st.processes[job.process_id] = std::move(r);
+        job.start_rp.deliver(info_of(st, rec));
+      },
       [self](reap_atom) {
         auto& st = self->state;
         st.reap_scheduled = false;
         if (st.current == session_state::phase::stopping)
           return;
         auto idle_for = clock_type::now() - st.last_used;
-        if (st.current == session_state::phase::ready && st.queue.empty()
-            && idle_for >= std::chrono::seconds{st.args.ttl_sec}) {
+        bool process_running = false;
+        for (auto& [pid, r] : st.processes)
+          process_running = process_running || !r.entry->process->exit_code();
+        // A running managed process holds its session (§4.6), as does a job in flight.
+        if (st.current == session_state::phase::ready && st.queue.empty() && !process_running
+            && st.process_jobs.empty() && idle_for >= std::chrono::seconds{st.args.ttl_sec}) {
           // The supervisor answers with a stop when nothing is in flight towards us;
           // otherwise a later command renews the timer.
           self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), idle_atom_v,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "actors/process_registry.hpp"
 #include "backends/backend.hpp"
 #include "backends/worker_pool.hpp"
 
@@ -22,6 +23,8 @@ struct session_args {
   exec_limits limits;
   int64_t ttl_sec = 300;      // non-persistent sessions only; 0 disables the TTL
   local_config local;         // mount policy (allowed roots)
+  std::shared_ptr<process_registry> processes;  // null: managed processes unavailable
+  int64_t max_managed_processes = 64;           // across every session (§4.7)
 };
 
 /// Spawns a session actor that starts its backend session at once.

@@ -434,6 +434,8 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
         a.limits.max_output_bytes = config(self).limits.max_output_bytes;
         a.ttl_sec = config(self).limits.session_ttl_sec;
         a.local = config(self).local;
+        a.processes = st.args.processes;
+        a.max_managed_processes = config(self).limits.max_managed_processes;
         auto actor = spawn_session(self, std::move(a));
         self->monitor(actor);
         st.children->emplace(actor.address(), caf::actor_cast<caf::actor>(actor));
@@ -554,6 +556,47 @@ result<named_session> find_session(self_ptr self, const session_request& req) {
   return named_session{std::move(logical), std::move(id.value())};
 }
 
+/// The session of a managed-process action: the gate, then the session of this
+/// logical id at the request's generation, running.
+result<session_actor> find_process_session(self_ptr self, const process_request& req) {
+  session_request s{req.ctx, req.session_id, req.decode_error};
+  auto found = find_session(self, s);
+  if (!found)
+    return found.error();
+  auto i = self->state.sessions.find(found->physical);
+  if (!i->second.actor)
+    return box_error{ec::session_not_found, "session " + found->logical + " not found"};
+  return i->second.actor;
+}
+
+/// The relay's handshake checks 4 to 9 (protocol.md §1.4).
+relay_verdict relay_check(self_ptr self, const relay_request& req) {
+  auto& st = self->state;
+  auto unauthorized = relay_verdict{401, {}};
+  // 4: the fence holds exactly this generation.
+  if (st.admission->generation() != req.generation)
+    return unauthorized;
+  // 5: admission mode never permits a relay (its grants cannot allow processes).
+  if (admission_mode(self))
+    return {400, {ec::admission, "Sandbox admission grant does not permit managed process relay"}};
+  // 6: a physical id of this exact placement, with a tail.
+  auto prefix = runtime_namespace(req.instance_uuid, req.workspace_uuid, req.generation) + "-";
+  if (!req.session_id.starts_with(prefix) || req.session_id.size() == prefix.size())
+    return unauthorized;
+  // 7 to 9: the session, the process, running.
+  auto i = st.sessions.find(req.session_id);
+  if (i == st.sessions.end() || !i->second.actor || i->second.generation != req.generation)
+    return {400, {ec::session_not_found, "session " + req.session_id + " not found"}};
+  auto entry = st.args.processes ? st.args.processes->find(req.session_id, req.process_id) : nullptr;
+  if (!entry)
+    return {400, {ec::process_not_found, "session " + req.session_id
+                                           + " has no managed process with process_id=" + req.process_id}};
+  if (entry->process->exit_code())
+    return {400, {ec::process_conflict, "managed process " + req.process_id + " in session "
+                                          + req.session_id + " is not running"}};
+  return {};
+}
+
 struct ready_session {
   session_actor actor;
   box_spec spec;
@@ -627,6 +670,25 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
                      });
         return rp;
       },
+      [self](pstart_atom, process_request& req) -> caf::result<process_info> {
+        auto found = find_process_session(self, req);
+        if (!found)
+          return to_caf_error(found.error());
+        return self->delegate(found.value(), pstart_atom_v, std::move(req.spec));
+      },
+      [self](pget_atom, process_request& req) -> caf::result<process_info> {
+        auto found = find_process_session(self, req);
+        if (!found)
+          return to_caf_error(found.error());
+        return self->delegate(found.value(), pget_atom_v, std::move(req.process_id));
+      },
+      [self](pstop_atom, process_request& req) -> caf::result<std::string> {
+        auto found = find_process_session(self, req);
+        if (!found)
+          return to_caf_error(found.error());
+        return self->delegate(found.value(), pstop_atom_v, std::move(req.process_id));
+      },
+      [self](relay_atom, relay_request& req) -> relay_verdict { return relay_check(self, req); },
       [self](skill_atom, skill_request& req) -> caf::result<std::string> {
         // Fenced; in admission mode also the entitlement gate (Cloud skill APIs need it).
         if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))

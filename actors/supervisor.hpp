@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "actors/process_registry.hpp"
 #include "backends/backend.hpp"
 #include "backends/worker_pool.hpp"
 
@@ -21,6 +22,7 @@ struct supervisor_args {
   instance_settings settings;
   backend_ptr backend;   // null when no backend is usable
   std::shared_ptr<worker_pool> pool;
+  std::shared_ptr<process_registry> processes;
 };
 
 supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args);

@@ -1132,6 +1132,19 @@ void encode(json::writer& w, const session_info& x) {
   w.key("workspace_quota_mb").value(x.workspace_quota_mb);
   w.key("created_at").value(iso_utc_z(x.created_at));
   w.key("last_used_at").value(iso_utc_z(x.last_used_at));
+  if (!x.managed_processes.empty()) {
+    w.key("managed_processes").begin_object();
+    for (const auto& p : x.managed_processes) {
+      w.key(p.process_id);
+      encode(w, p);
+    }
+    w.end_object();
+    for (const auto& p : x.managed_processes)
+      if (p.process_id == "default") {
+        w.key("managed_process");
+        encode(w, p);
+      }
+  }
   w.end_object();
 }
 

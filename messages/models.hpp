@@ -73,44 +73,6 @@ bool is_skill_mount(const box_spec& spec, const mount_spec& m);
 /// skill mounts excepted: what a running session cannot change.
 std::vector<mount_spec> extra_mount_key(const box_spec& spec);
 
-/// A session as reported to callers (BoxSessionInfo).
-struct session_info {
-  std::string session_id;
-  std::string backend_name;
-  std::string backend_session_id;
-  std::string image = default_box_image;
-  network_mode network = network_mode::off;
-  std::string host_path;
-  mount_mode host_path_mode = mount_mode::rw;
-  std::string mount_path = default_mount_path;
-  bool persistent = false;
-  double cpus = 1.0;
-  int64_t memory_mb = 512;
-  int64_t pids_limit = 128;
-  bool read_only_rootfs = true;
-  int64_t workspace_quota_mb = 0;
-  epoch_us created_at = 0;
-  epoch_us last_used_at = 0;
-
-  friend bool operator==(const session_info&, const session_info&) = default;
-};
-
-/// Copies the compat fields of `spec` into a fresh session_info.
-session_info session_info_from_spec(const box_spec& spec);
-
-/// Result of one exec (BoxExecutionResult). `exit_code` is meaningless when timed out.
-struct exec_result {
-  std::string session_id;
-  std::string backend_name;
-  exec_status status = exec_status::completed;
-  int64_t exit_code = 0;
-  std::string stdout_text;
-  std::string stderr_text;
-  int64_t duration_ms = 0;
-
-  friend bool operator==(const exec_result&, const exec_result&) = default;
-};
-
 /// A long-running process to start inside a session (BoxManagedProcessSpec).
 struct process_spec {
   std::string process_id = "default";
@@ -140,6 +102,48 @@ struct process_info {
 
   friend bool operator==(const process_info&, const process_info&) = default;
 };
+
+/// A session as reported to callers (BoxSessionInfo).
+struct session_info {
+  std::string session_id;
+  std::string backend_name;
+  std::string backend_session_id;
+  std::string image = default_box_image;
+  network_mode network = network_mode::off;
+  std::string host_path;
+  mount_mode host_path_mode = mount_mode::rw;
+  std::string mount_path = default_mount_path;
+  bool persistent = false;
+  double cpus = 1.0;
+  int64_t memory_mb = 512;
+  int64_t pids_limit = 128;
+  bool read_only_rootfs = true;
+  int64_t workspace_quota_mb = 0;
+  epoch_us created_at = 0;
+  epoch_us last_used_at = 0;
+  /// Its managed processes (box_get_session adds them as `managed_processes`, keyed by
+  /// process_id, and `managed_process` for "default", when there are any).
+  std::vector<process_info> managed_processes;
+
+  friend bool operator==(const session_info&, const session_info&) = default;
+};
+
+/// Copies the compat fields of `spec` into a fresh session_info.
+session_info session_info_from_spec(const box_spec& spec);
+
+/// Result of one exec (BoxExecutionResult). `exit_code` is meaningless when timed out.
+struct exec_result {
+  std::string session_id;
+  std::string backend_name;
+  exec_status status = exec_status::completed;
+  int64_t exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+  int64_t duration_ms = 0;
+
+  friend bool operator==(const exec_result&, const exec_result&) = default;
+};
+
 
 /// The tenant envelope (ActionContext). `entitlement_revision` < 0 means absent.
 struct action_context {

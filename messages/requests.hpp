@@ -55,6 +55,35 @@ struct skill_outcome {
   std::string data_json;
 };
 
+/// A managed-process action (box_start/get/stop_managed_process) of one workspace.
+struct process_request {
+  action_context ctx;
+  std::string session_id;   // logical
+  std::string process_id = "default";
+  process_spec spec;        // start only
+  box_error decode_error;
+};
+
+/// What the stdio relay asks before it upgrades (protocol.md §1.4, checks 4 to 9).
+struct relay_request {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  int64_t generation = 0;
+  std::string session_id;   // physical
+  std::string process_id = "default";
+};
+
+/// The verdict: status 0 = go ahead, else the HTTP status (401, or 400 with the error).
+struct relay_verdict {
+  int32_t status = 0;
+  box_error error;
+};
+
+/// Outcome of a managed-process job, posted from the worker pool to the session actor.
+struct process_outcome {
+  box_error error;
+};
+
 /// Outcome of a backend start, posted from the worker pool to the session actor.
 struct start_outcome {
   box_error error;

@@ -34,7 +34,7 @@ typename Inspector::result_type inspect(Inspector& f, session_info& x) {
   return f(caf::meta::type_name("session_info"), x.session_id, x.backend_name,
            x.backend_session_id, x.image, x.network, x.host_path, x.host_path_mode,
            x.mount_path, x.persistent, x.cpus, x.memory_mb, x.pids_limit, x.read_only_rootfs,
-           x.workspace_quota_mb, x.created_at, x.last_used_at);
+           x.workspace_quota_mb, x.created_at, x.last_used_at, x.managed_processes);
 }
 
 template <class Inspector>
@@ -179,6 +179,28 @@ typename Inspector::result_type inspect(Inspector& f, skill_outcome& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_request& x) {
+  return f(caf::meta::type_name("process_request"), x.ctx, x.session_id, x.process_id, x.spec,
+           x.decode_error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, relay_request& x) {
+  return f(caf::meta::type_name("relay_request"), x.instance_uuid, x.workspace_uuid, x.generation,
+           x.session_id, x.process_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, relay_verdict& x) {
+  return f(caf::meta::type_name("relay_verdict"), x.status, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_outcome& x) {
+  return f(caf::meta::type_name("process_outcome"), x.error);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_outcome& x) {
   return f(caf::meta::type_name("start_outcome"), x.error, x.backend_session_id);
 }
@@ -230,6 +252,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::skill_request))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::skill_job))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::skill_outcome))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::process_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::relay_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::relay_verdict))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::process_outcome))
 
   // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
   CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
@@ -257,6 +283,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, shutdown_atom, "shutdown")
   CAF_ADD_ATOM(boxrt, boxrt, init_atom, "init")
   CAF_ADD_ATOM(boxrt, boxrt, skill_atom, "skill")
+  CAF_ADD_ATOM(boxrt, boxrt, pstart_atom, "pstart")
+  CAF_ADD_ATOM(boxrt, boxrt, pget_atom, "pget")
+  CAF_ADD_ATOM(boxrt, boxrt, pstop_atom, "pstop")
+  CAF_ADD_ATOM(boxrt, boxrt, pdone_atom, "pdone")
+  CAF_ADD_ATOM(boxrt, boxrt, relay_atom, "relay")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
 

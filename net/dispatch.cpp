@@ -812,16 +812,58 @@ void not_implemented(std::string_view action, done_fn& done) {
   done(failure({ec::box_error, std::string{action} + " is not implemented by this boxd yet"}));
 }
 
-/// Managed processes: refused in admission mode as the reference's Cloud host does
-/// (admission.md §4.5, checked before anything else); standard mode gets them with the
-/// skills issue.
+/// Managed processes (§2.3, §4.7): refused in admission mode as the reference's Cloud
+/// host does (admission.md §4.5, checked before anything else); in standard mode routed
+/// to the session's actor, which runs the process inside the session's sandbox.
 template <const char* Action>
-void do_managed_process(connection_env& env, const element&, const action_context*, done_fn done) {
-  with_settings(env, done, [done](const instance_settings& s) {
+void do_managed_process(connection_env& env, const element& data, const action_context* ctx,
+                        done_fn done) {
+  std::string action{Action};
+  // Read before the round trip: `data` does not outlive this call.
+  process_request req;
+  req.ctx = *ctx;
+  auto sid = lookup(data, "session_id");
+  if (!sid)
+    return done(failure(key_error("session_id")));
+  std::string_view text;
+  if (sid->get_string().get(text) == json_ok)
+    req.session_id = std::string{text};
+  else
+    req.decode_error = {ec::validation, "session_id must be a string"};
+  if (action == "box_start_managed_process") {
+    auto spec_el = lookup(data, "spec");
+    if (!spec_el)
+      return done(failure(key_error("spec")));
+    auto spec = decode_process_spec(*spec_el);
+    if (spec)
+      req.spec = std::move(spec.value());
+    else if (!req.decode_error)
+      req.decode_error = spec.error();
+    req.process_id = req.spec.process_id;
+  } else if (auto pid = lookup(data, "process_id"); pid && !pid->is_null()) {
+    if (pid->get_string().get(text) == json_ok)
+      req.process_id = std::string{text};
+    else if (!req.decode_error)
+      req.decode_error = {ec::validation, "process_id must be a string"};
+  }
+  with_settings(env, done, [&env, done, action, req = std::move(req)](const instance_settings& s) {
     if (admission_configured(s))
       return done(failure({ec::admission, "Managed processes are disabled for Cloud sandboxes"}));
-    auto reply_to = done;
-    not_implemented(Action, reply_to);
+    if (action == "box_start_managed_process")
+      ask<process_info>(env, done, encoded<process_info>(), pstart_atom_v, req);
+    else if (action == "box_get_managed_process")
+      ask<process_info>(env, done, encoded<process_info>(), pget_atom_v, req);
+    else
+      ask<std::string>(
+        env, done,
+        [](const std::string& pid) {
+          json::writer w;
+          w.begin_object();
+          w.key("stopped").value(pid);
+          w.end_object();
+          return w.take();
+        },
+        pstop_atom_v, req);
   });
 }
 

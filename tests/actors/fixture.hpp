@@ -93,6 +93,7 @@ struct core_fixture {
   caf::actor_system sys;
   std::shared_ptr<scripted_backend> backend;
   std::shared_ptr<worker_pool> pool = std::make_shared<worker_pool>();
+  std::shared_ptr<process_registry> processes = std::make_shared<process_registry>();
   std::filesystem::path root;
   box_config config;
   std::optional<directory_actor> dir_handle;
@@ -124,6 +125,7 @@ struct core_fixture {
     }
     a.backend_name = a.backend ? a.backend->name() : a.backend_name;
     a.pool = pool;
+    a.processes = processes;
     dir_handle = spawn_directory(sys, std::move(a));
   }
 

@@ -450,12 +450,32 @@ BOOST_AUTO_TEST_CASE(installation_binding_context_is_reduced_to_an_action_contex
 
 // -- routed, not implemented yet --------------------------------------------------------
 
-BOOST_AUTO_TEST_CASE(managed_process_actions_are_not_implemented_yet) {
+BOOST_AUTO_TEST_CASE(managed_process_actions_run_in_standard_mode) {
   net_fixture f;
-  require_wire(f.tenant("box_start_managed_process", R"({"session_id":"s","spec":{}})"),
-               "BoxError: box_start_managed_process is not implemented by this boxd yet");
-  require_wire(f.tenant("box_stop_managed_process", R"({"session_id":"s"})"),
-               "BoxError: box_stop_managed_process is not implemented by this boxd yet");
+  require_ok(f.tenant("box_exec", R"({"session_id":"s","cmd":"echo x"})"));
+  auto started = f.tenant("box_start_managed_process",
+                          R"({"session_id":"s","spec":{"process_id":"mcp","command":"cat","env":{"K":"v"}}})");
+  require_ok(started);
+  BOOST_CHECK_EQUAL(started.str("status"), "running");
+  BOOST_CHECK_EQUAL(started.str("process_id"), "mcp");
+  BOOST_CHECK(started.json.find(R"("env_keys":["K"])") != std::string::npos);
+  auto got = f.tenant("box_get_managed_process", R"({"session_id":"s","process_id":"mcp"})");
+  require_ok(got);
+  BOOST_CHECK_EQUAL(got.str("command"), "cat");
+  auto session = f.tenant("box_get_session", R"({"session_id":"s"})");
+  require_ok(session);
+  BOOST_CHECK(session.json.find(R"("managed_processes":{"mcp":{"session_id":"s","process_id":"mcp")")
+              != std::string::npos);
+  BOOST_CHECK(session.json.find(R"("managed_process":)") == std::string::npos); // no "default"
+  auto stopped = f.tenant("box_stop_managed_process", R"({"session_id":"s","process_id":"mcp"})");
+  require_ok(stopped);
+  BOOST_CHECK_EQUAL(stopped.json, R"({"stopped":"mcp"})");
+  require_wire(f.tenant("box_get_managed_process", R"({"session_id":"s","process_id":"mcp"})"),
+               "BoxManagedProcessNotFoundError: session s has no managed process with process_id=mcp");
+  require_wire(f.tenant("box_start_managed_process", R"({"session_id":"s"})"), "KeyError: 'spec'");
+  require_wire(f.tenant("box_get_managed_process", "{}"), "KeyError: 'session_id'");
+  require_wire(f.tenant("box_stop_managed_process", R"({"session_id":"gone"})"),
+               "BoxSessionNotFoundError: session gone not found");
 }
 
 // -- skills -------------------------------------------------------------------------------

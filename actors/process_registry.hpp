@@ -1,0 +1,61 @@
+// The managed processes alive in this boxd, by (physical session id, process id): the
+// session actors that own them register them here, and the stdio relay (net/) finds
+// them here. It holds process handles (descriptors of this node), so it is node-local
+// shared state like the worker pool, never a message. Thread-safe. Plain C++.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "backends/backend.hpp"
+
+namespace boxrt {
+
+class process_registry {
+ public:
+  struct entry {
+    std::shared_ptr<managed_process> process;
+    /// A relay holds the process (one attacher at a time); BoxManagedProcessInfo.attached.
+    std::atomic<bool> attached{false};
+  };
+
+  /// Registers (or replaces) the process `pid` of session `session`.
+  std::shared_ptr<entry> put(const std::string& session, const std::string& pid,
+                             std::shared_ptr<managed_process> process) {
+    auto e = std::make_shared<entry>();
+    e->process = std::move(process);
+    std::lock_guard lock{mtx_};
+    map_[{session, pid}] = e;
+    return e;
+  }
+
+  void remove(const std::string& session, const std::string& pid) {
+    std::lock_guard lock{mtx_};
+    map_.erase({session, pid});
+  }
+
+  std::shared_ptr<entry> find(const std::string& session, const std::string& pid) const {
+    std::lock_guard lock{mtx_};
+    auto i = map_.find({session, pid});
+    return i == map_.end() ? nullptr : i->second;
+  }
+
+  /// Running processes in every session (the global max_managed_processes cap).
+  size_t running() const {
+    std::lock_guard lock{mtx_};
+    size_t n = 0;
+    for (auto& [key, e] : map_)
+      n += e->process && !e->process->exit_code() ? 1 : 0;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mtx_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<entry>> map_;
+};
+
+} // namespace boxrt

@@ -1,0 +1,115 @@
+// Managed processes through the actors (standard mode, scripted backend: its managed
+// process is a real `cat`, and `exit N` a real process that exits N).
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/actors/fixture.hpp"
+
+using namespace boxrt;
+using namespace boxrt::test;
+
+namespace {
+
+process_request preq(const std::string& session, const std::string& pid = "default") {
+  process_request r;
+  r.ctx = ctx("workspace-a");
+  r.session_id = session;
+  r.process_id = pid;
+  return r;
+}
+
+process_request start_req(const std::string& session, const std::string& pid,
+                          const std::string& command, std::vector<std::string> args = {}) {
+  auto r = preq(session, pid);
+  r.spec.process_id = pid;
+  r.spec.command = command;
+  r.spec.args = std::move(args);
+  r.spec.env = {{"B", "2"}, {"A", "1"}};
+  return r;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(managed_processes)
+
+BOOST_AUTO_TEST_CASE(start_get_and_stop_a_process_of_a_session) {
+  core_fixture f;
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  auto started = f.call<process_info>(pstart_atom_v, start_req("s1", "mcp", "cat", {"-u"}));
+  BOOST_REQUIRE(started.ok());
+  BOOST_CHECK_EQUAL(started->session_id, "s1");
+  BOOST_CHECK_EQUAL(started->process_id, "mcp");
+  BOOST_CHECK((started->status == process_status::running));
+  BOOST_CHECK_EQUAL(started->command, "cat");
+  BOOST_CHECK((started->env_keys == std::vector<std::string>{"A", "B"}));
+  BOOST_CHECK(started->started_at > 0);
+  // The process is registered for the relay under the session's physical id.
+  BOOST_CHECK_EQUAL(f.processes->running(), 1u);
+  auto got = f.call<process_info>(pget_atom_v, preq("s1", "mcp"));
+  BOOST_REQUIRE(got.ok());
+  BOOST_CHECK((got->status == process_status::running));
+  auto stopped = f.call<std::string>(pstop_atom_v, preq("s1", "mcp"));
+  BOOST_REQUIRE(stopped.ok());
+  BOOST_CHECK_EQUAL(stopped.value(), "mcp");
+  BOOST_CHECK_EQUAL(f.processes->running(), 0u);
+  require_error(f.call<process_info>(pget_atom_v, preq("s1", "mcp")), ec::process_not_found,
+                "session s1 has no managed process with process_id=mcp");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_sessions_and_processes_are_not_found) {
+  core_fixture f;
+  require_error(f.call<process_info>(pstart_atom_v, start_req("nope", "default", "cat")),
+                ec::session_not_found, "session nope not found");
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  require_error(f.call<std::string>(pstop_atom_v, preq("s1", "other")), ec::process_not_found,
+                "session s1 has no managed process with process_id=other");
+}
+
+BOOST_AUTO_TEST_CASE(an_exited_process_keeps_its_exit_code) {
+  core_fixture f;
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "default", "exit", {"3"})).ok());
+  std::optional<process_info> last;
+  for (int i = 0; i < 2000; ++i) { // bounded wait for the real process to end
+    auto got = f.call<process_info>(pget_atom_v, preq("s1"));
+    BOOST_REQUIRE(got.ok());
+    last = got.value();
+    if (last->status == process_status::exited)
+      break;
+    std::this_thread::yield();
+  }
+  BOOST_REQUIRE((last->status == process_status::exited));
+  BOOST_CHECK_EQUAL(last->exit_code, 3);
+  BOOST_CHECK(last->exited_at >= last->started_at);
+}
+
+BOOST_AUTO_TEST_CASE(the_global_cap_counts_running_processes_but_not_a_replaced_one) {
+  core_fixture::options o;
+  o.limits.max_managed_processes = 1;
+  core_fixture f{o};
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  BOOST_REQUIRE(f.exec("workspace-a", "s2", "echo x").ok());
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "default", "cat")).ok());
+  require_error(f.call<process_info>(pstart_atom_v, start_req("s2", "default", "cat")),
+                ec::capacity_exceeded, "Box managed process capacity reached (1)");
+  // The same id again replaces the running process instead of counting twice.
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "default", "cat")).ok());
+  BOOST_CHECK_EQUAL(f.processes->running(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(deleting_the_session_ends_its_processes) {
+  core_fixture f;
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "default", "cat")).ok());
+  session_request del;
+  del.ctx = ctx("workspace-a");
+  del.session_id = "s1";
+  BOOST_REQUIRE(f.call<std::string>(caf::delete_atom_v, del).ok());
+  BOOST_CHECK_EQUAL(f.processes->running(), 0u);
+  require_error(f.call<process_info>(pget_atom_v, preq("s1")), ec::session_not_found,
+                "session s1 not found");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
