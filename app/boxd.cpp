@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   configure_actor_system(sys_cfg, 2);
   caf::actor_system sys{sys_cfg};
   auto pool = std::make_shared<worker_pool>();
+  auto processes = std::make_shared<process_registry>();
   if (choice.backend)
     choice.backend->cleanup_orphans();
 
@@ -102,12 +103,13 @@ int main(int argc, char** argv) {
   dargs.backend_name = choice.name;
   dargs.backend_reason = choice.reason;
   dargs.pool = pool;
+  dargs.processes = processes;
   dargs.unsafe_soft_storage = cfg.unsafe_soft_storage;
   auto directory = spawn_directory(sys, std::move(dargs));
 
   int exit_code = 0;
   {
-    net::server server{sys, directory, pool, cfg.server};
+    net::server server{sys, directory, pool, cfg.server, processes};
     uint16_t port = 0;
     try {
       port = server.start();

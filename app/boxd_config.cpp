@@ -93,6 +93,8 @@ box_error apply_server(element section, net::server_options& out) {
     return err;
   if (auto err = read_size(obj, "io_spin_us", 0, 10000, out.io_spin_us))
     return err;
+  if (auto err = read_size(obj, "relay_attach_wait_ms", 0, 3600000, out.relay_attach_wait_ms))
+    return err;
   return {};
 }
 

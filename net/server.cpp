@@ -1,6 +1,7 @@
-// The listener and the two kinds of socket session (HTTP, WebSocket), in the style of
-// the Beast examples: a strand per session, one `fail(ec, what)` path, one write queue
-// per stream. Requests go to a connection actor (net/connection.*).
+// The listener and the three kinds of socket session (HTTP, RPC WebSocket, managed-process
+// relay WebSocket), in the style of the Beast examples: a strand per session, one
+// `fail(ec, what)` path, one write queue per stream. RPC requests go to a connection
+// actor (net/connection.*); a relay joins its socket to a managed process's stdio.
 #include "net/server.hpp"
 
 #include <algorithm>
@@ -27,6 +28,10 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+
+#include "actors/caf_support.hpp"
+#include "actors/process_registry.hpp"
 #include "messages/json.hpp"
 #include "net/connection.hpp"
 
@@ -42,6 +47,8 @@ namespace {
 
 constexpr const char* token_header = "X-LangBot-Box-Control-Token";
 constexpr const char* instance_header = "X-LangBot-Instance-Id";
+constexpr const char* workspace_header = "X-LangBot-Workspace-Id";
+constexpr const char* generation_header = "X-LangBot-Placement-Generation";
 
 /// How long /healthz and /readyz wait for the directory.
 constexpr auto health_timeout = std::chrono::seconds{5};
@@ -52,6 +59,17 @@ constexpr auto close_timeout = std::chrono::seconds{5};
 /// the cut sockets get before the I/O threads are stopped regardless.
 constexpr auto stop_grace = std::chrono::seconds{5};
 constexpr auto stop_force = std::chrono::seconds{2};
+/// How long a relay handshake waits for the directory's verdict (checks 4 to 9).
+constexpr auto relay_verdict_timeout = std::chrono::seconds{10};
+/// A relay pings a silent client after half of this and drops it after all of it
+/// (the reference's 30 s heartbeat).
+constexpr auto relay_idle_timeout = std::chrono::seconds{60};
+/// A waiting relay retries the attach this often.
+constexpr auto relay_attach_poll = std::chrono::milliseconds{20};
+/// The most a relay reads from stdout at once (one TEXT frame each).
+constexpr size_t relay_chunk_bytes = 64 * 1024;
+/// Stdout is not read while this much waits in the relay's write queue.
+constexpr size_t relay_queue_bytes = size_t{1} << 20;
 /// A read buffer that grew past this is given back after the message.
 constexpr size_t buffer_keep_bytes = size_t{1} << 20;
 /// simdjson parses in place when a string has this much spare capacity.
@@ -146,6 +164,106 @@ std::string_view path_of(beast::string_view target) {
   return t.substr(0, t.find('?'));
 }
 
+/// One path segment with its %XX escapes decoded (as the reference's router does);
+/// nullopt for a malformed escape.
+std::optional<std::string> percent_decode(std::string_view in) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size())
+      return std::nullopt;
+    int hi = hex(in[i + 1]);
+    int lo = hex(in[i + 2]);
+    if (hi < 0 || lo < 0)
+      return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+/// The (physical session id, process id) of a relay path (protocol.md §1.2):
+/// `/v1/sessions/{session_id}/managed-process/{process_id}/ws`, or the legacy
+/// `/v1/sessions/{session_id}/managed-process/ws` whose process is "default".
+std::optional<std::pair<std::string, std::string>> relay_target(std::string_view path) {
+  constexpr std::string_view prefix = "/v1/sessions/";
+  if (path.substr(0, prefix.size()) != prefix)
+    return std::nullopt;
+  path.remove_prefix(prefix.size());
+  std::vector<std::string_view> parts;
+  while (true) {
+    auto slash = path.find('/');
+    parts.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos)
+      break;
+    path.remove_prefix(slash + 1);
+  }
+  for (auto part : parts)
+    if (part.empty())
+      return std::nullopt;
+  if (parts.size() < 3 || parts.size() > 4 || parts[1] != "managed-process" || parts.back() != "ws")
+    return std::nullopt;
+  auto session = percent_decode(parts[0]);
+  auto process = parts.size() == 4 ? percent_decode(parts[2]) : std::optional<std::string>{"default"};
+  if (!session || !process)
+    return std::nullopt;
+  return std::pair{std::move(*session), std::move(*process)};
+}
+
+/// X-LangBot-Placement-Generation (§1.4 check 3): after the strip it parses as an int
+/// that formats back to the same text, and is at least 1. Longer than int64 counts as
+/// invalid: the reference would accept it here and then fail the fence with the same 401.
+std::optional<int64_t> canonical_generation(std::string_view text) {
+  text = json::strip(text);
+  if (text.empty() || text.size() > 18 || text.front() == '0')
+    return std::nullopt;
+  int64_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+/// True when the client offers `mcp` in Sec-WebSocket-Protocol (a comma-separated list).
+bool offers_mcp(std::string_view header) {
+  while (!header.empty()) {
+    auto comma = header.find(',');
+    if (json::strip(header.substr(0, comma)) == "mcp")
+      return true;
+    if (comma == std::string_view::npos)
+      break;
+    header.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// The relay's 400 body: `{"error": {"code": "<ExceptionClass>", "message": "<text>"}}`.
+std::string error_body(const box_error& err) {
+  json::writer w;
+  w.begin_object();
+  w.key("error").begin_object();
+  w.key("code").value(wire_class(err.code));
+  w.key("message").value(err.message);
+  w.end_object();
+  w.end_object();
+  return w.take();
+}
+
 } // namespace
 
 // -- shared server state -----------------------------------------------------------------
@@ -196,8 +314,9 @@ class session_base : public std::enable_shared_from_this<session_base> {
 /// Everything the sessions share: server::impl is private to the class, this is not.
 struct server_core {
   server_core(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
-       server_options opts)
-    : sys(sys), directory(std::move(directory)), pool(std::move(pool)), opts(std::move(opts)) {
+              server_options opts, std::shared_ptr<process_registry> processes)
+    : sys(sys), directory(std::move(directory)), pool(std::move(pool)), opts(std::move(opts)),
+      processes(std::move(processes)) {
     if (this->opts.io_threads == 0)
       this->opts.io_threads = 1;
     pins->value = this->opts.trusted_instance;
@@ -259,6 +378,7 @@ struct server_core {
   directory_actor directory;
   std::shared_ptr<worker_pool> pool;
   server_options opts;
+  std::shared_ptr<process_registry> processes;
   std::shared_ptr<pin_slot> pins = std::make_shared<pin_slot>();
   std::shared_ptr<shared_state> shared = std::make_shared<shared_state>();
   std::shared_ptr<io_gate> gate = std::make_shared<io_gate>();
@@ -630,6 +750,365 @@ void ws_handle::close(uint16_t code, std::string reason) {
     s->post_close(code, std::move(reason));
 }
 
+// -- relay session -----------------------------------------------------------------------
+
+/// Close reasons of the relay (protocol.md §1.4, plus the bounded attach wait).
+constexpr const char* relay_exited_reason = "managed process exited";
+constexpr const char* relay_stdio_reason = "managed process stdio unavailable";
+constexpr const char* relay_stdin_reason = "managed process stdin closed";
+constexpr const char* relay_busy_reason = "managed process is attached to another relay";
+
+/// The stdio relay of one managed process whose handshake passed (protocol.md §1.4):
+/// one attacher at a time (a later one polls for the process until
+/// relay_attach_wait_ms runs out, then closes with 1013), stdout chunks out as TEXT
+/// frames, TEXT frames in as stdin lines written on the worker pool one at a time.
+/// Whatever ends the relay lets go of the process; the process keeps running. The
+/// directory's fence needs no watch here: advancing a generation retires the
+/// workspace's sessions, which kills their processes, which ends stdout.
+class relay_session final : public session_base {
+ public:
+  relay_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
+                std::string peer, std::string label,
+                std::shared_ptr<process_registry::entry> entry)
+    : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
+      label_(std::move(label)), entry_(std::move(entry)), timer_(ws_.get_executor()) {}
+
+  ~relay_session() override {
+    finish("session destroyed");
+    srv_.remove(this);
+  }
+
+  std::shared_ptr<relay_session> self() {
+    return std::static_pointer_cast<relay_session>(shared_from_this());
+  }
+
+  /// Registers and accepts the upgrade.
+  void run() {
+    srv_.add(shared_from_this());
+    asio::dispatch(ws_.get_executor(), [s = self()] { s->on_run(); });
+  }
+
+  void shutdown() override {
+    asio::post(ws_.get_executor(), [s = self()] { s->request_close(1001, shutdown_reason); });
+  }
+
+  void force_close() override {
+    asio::post(ws_.get_executor(), [s = self()] {
+      beast::get_lowest_layer(s->ws_).close();
+      s->finish("server stopped");
+    });
+  }
+
+ private:
+  void on_run() {
+    if (srv_.stopping) {
+      beast::get_lowest_layer(ws_).close();
+      finish("server stopping");
+      return;
+    }
+    beast::get_lowest_layer(ws_).expires_never();
+    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeouts.handshake_timeout = close_timeout;
+    timeouts.idle_timeout = relay_idle_timeout;
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
+    websocket::permessage_deflate pmd;
+    pmd.server_enable = true;
+    ws_.set_option(pmd);
+    // The reference offers `mcp`; a client that asks for no subprotocol gets none.
+    bool mcp = offers_mcp(sv(req_[http::field::sec_websocket_protocol]));
+    ws_.set_option(websocket::stream_base::decorator([mcp](websocket::response_type& res) {
+      res.set(http::field::server, "boxrt");
+      if (mcp)
+        res.set(http::field::sec_websocket_protocol, "mcp");
+    }));
+    ws_.read_message_max(srv_.opts.max_message_bytes);
+    ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
+  }
+
+  void on_accept(beast::error_code ec) {
+    req_ = {};
+    if (ec) {
+      fail(ec, "relay accept", peer_);
+      finish("upgrade failed");
+      return;
+    }
+    accepted_ = true;
+    spdlog::info("net: {}: relay open for {}", peer_, label_);
+    attach_deadline_ = std::chrono::steady_clock::now()
+                       + std::chrono::milliseconds{srv_.opts.relay_attach_wait_ms};
+    // Reading from the start notices a client that leaves while it waits; its frames
+    // queue for stdin until the relay is attached.
+    do_read();
+    if (close_)
+      maybe_close();
+    else
+      try_attach();
+  }
+
+  /// One attacher at a time: take the process, or poll until the bounded wait runs out.
+  void try_attach() {
+    if (close_ || finished_)
+      return;
+    bool expected = false;
+    if (entry_->attached.compare_exchange_strong(expected, true)) {
+      attached_ = true;
+      start_relay();
+      return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= attach_deadline_) {
+      spdlog::info("net: {}: relay for {} gave up after {} ms: another relay holds the process",
+                   peer_, label_, srv_.opts.relay_attach_wait_ms);
+      request_close(static_cast<uint16_t>(websocket::close_code::try_again_later),
+                    relay_busy_reason);
+      return;
+    }
+    if (!waited_) {
+      waited_ = true;
+      spdlog::info("net: {}: relay for {} waits: another relay holds the process", peer_, label_);
+    }
+    timer_.expires_after(std::min<std::chrono::steady_clock::duration>(relay_attach_poll,
+                                                                        attach_deadline_ - now));
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->try_attach();
+    });
+  }
+
+  void start_relay() {
+    spdlog::info("net: {}: relay attached to {}", peer_, label_);
+    int fd = entry_->process ? entry_->process->stdout_fd() : -1;
+    int copy = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) {
+      request_close(1000, relay_stdio_reason);
+      return;
+    }
+    stdout_.emplace(ws_.get_executor(), copy);
+    chunk_.resize(relay_chunk_bytes);
+    read_stdout();
+    pump_stdin();
+  }
+
+  // stdout -> WS
+
+  void read_stdout() {
+    if (!stdout_ || reading_stdout_ || close_ || finished_ || queued_bytes_ > relay_queue_bytes)
+      return;
+    reading_stdout_ = true;
+    stdout_->async_read_some(asio::buffer(chunk_), [s = self()](beast::error_code ec, size_t n) {
+      s->on_stdout(ec, n);
+    });
+  }
+
+  void on_stdout(beast::error_code ec, size_t n) {
+    reading_stdout_ = false;
+    if (close_ || finished_)
+      return;
+    // Chunks are not aligned to lines or characters: a sequence cut at the end of a
+    // chunk becomes U+FFFD, as the reference's per-chunk decode does.
+    if (n > 0)
+      enqueue(json::sanitize_utf8({chunk_.data(), n}));
+    if (ec) {
+      if (ec != asio::error::eof)
+        spdlog::warn("net: {}: relay for {}: stdout: {}", peer_, label_, ec.message());
+      request_close(1000, relay_exited_reason);
+      return;
+    }
+    read_stdout();
+  }
+
+  // WS -> stdin
+
+  void do_read() {
+    ws_.async_read(in_, [s = self()](beast::error_code ec, size_t) { s->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec) {
+      if (ec == websocket::error::message_too_big)
+        spdlog::warn("net: {}: relay for {}: a message exceeds {} bytes; closing", peer_, label_,
+                     srv_.opts.max_message_bytes);
+      else
+        fail(ec, "relay read", peer_);
+      finish(ec == websocket::error::closed ? "closed by peer" : ec.message());
+      return;
+    }
+    if (ws_.got_text() && !close_) {
+      auto data = in_.cdata();
+      std::string line;
+      line.reserve(data.size() + 1);
+      line.assign(static_cast<const char*>(data.data()), data.size());
+      line += '\n';
+      stdin_bytes_ += line.size();
+      stdin_.push_back(std::move(line));
+    }
+    // BINARY frames are ignored, as the reference does.
+    in_.consume(in_.size());
+    if (in_.capacity() > buffer_keep_bytes)
+      in_.shrink_to_fit();
+    if (closing_)
+      return;
+    pump_stdin();
+    // A process that does not read its stdin stops the socket from being read.
+    if (stdin_bytes_ > srv_.opts.max_message_bytes) {
+      read_paused_ = true;
+      return;
+    }
+    do_read();
+  }
+
+  /// Writes the next queued line on the worker pool: write_stdin blocks until the
+  /// process has taken it. One write at a time keeps the lines in arrival order.
+  void pump_stdin() {
+    if (!attached_ || !stdout_ || close_ || finished_ || stdin_busy_ || stdin_.empty())
+      return;
+    stdin_busy_ = true;
+    auto data = std::move(stdin_.front());
+    stdin_.pop_front();
+    auto n = data.size();
+    srv_.pool->submit([weak = std::weak_ptr<relay_session>{self()}, gate = srv_.gate,
+                       process = entry_->process, data = std::move(data), n] {
+      bool ok = process->write_stdin(data);
+      std::shared_lock lock{gate->mtx};
+      if (!gate->open)
+        return;
+      if (auto s = weak.lock())
+        asio::post(s->ws_.get_executor(), [s, ok, n] { s->on_stdin_written(ok, n); });
+    });
+  }
+
+  void on_stdin_written(bool ok, size_t n) {
+    stdin_busy_ = false;
+    stdin_bytes_ -= n;
+    if (close_ || finished_)
+      return;
+    if (!ok) {
+      request_close(1000, relay_stdin_reason);
+      return;
+    }
+    pump_stdin();
+    if (read_paused_ && stdin_bytes_ <= srv_.opts.max_message_bytes) {
+      read_paused_ = false;
+      do_read();
+    }
+  }
+
+  // write queue and close
+
+  void enqueue(std::string text) {
+    if (closing_ || finished_ || close_)
+      return;
+    queued_bytes_ += text.size();
+    queue_.push_back(std::move(text));
+    if (!writing_)
+      do_write();
+  }
+
+  void do_write() {
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(queue_.front()),
+                    [s = self()](beast::error_code ec, size_t) { s->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    writing_ = false;
+    if (ec) {
+      fail(ec, "relay write", peer_);
+      queue_.clear();
+      queued_bytes_ = 0;
+      beast::get_lowest_layer(ws_).close();
+      finish(ec.message());
+      return;
+    }
+    queued_bytes_ -= queue_.front().size();
+    queue_.pop_front();
+    if (!queue_.empty())
+      do_write();
+    else if (close_)
+      maybe_close();
+    read_stdout();
+  }
+
+  /// Ends the relay: lets go of the process at once, closes after the queued frames.
+  void request_close(uint16_t code, std::string reason) {
+    if (closing_ || finished_ || close_)
+      return;
+    close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
+    detach();
+    maybe_close();
+  }
+
+  void maybe_close() {
+    if (!accepted_ || writing_ || !queue_.empty() || closing_ || finished_)
+      return;
+    closing_ = true;
+    ws_.async_close(*close_, [s = self()](beast::error_code ec) {
+      if (ec)
+        fail(ec, "relay close", s->peer_);
+      s->finish("closed by server");
+    });
+  }
+
+  /// Stops waiting and reading stdout, and frees the process for the next attacher.
+  void detach() {
+    timer_.cancel();
+    if (stdout_) {
+      beast::error_code ec;
+      stdout_->close(ec);
+    }
+    if (attached_) {
+      attached_ = false;
+      entry_->attached.store(false);
+      spdlog::info("net: {}: relay detached from {}", peer_, label_);
+    }
+  }
+
+  void finish(std::string_view why) {
+    if (finished_)
+      return;
+    finished_ = true;
+    detach();
+    if (counted_) {
+      counted_ = false;
+      srv_.release_connection();
+    }
+    if (accepted_)
+      spdlog::info("net: {}: relay for {} closed ({})", peer_, label_, why);
+  }
+
+  server_core& srv_;
+  websocket::stream<beast::tcp_stream> ws_;
+  http::request<http::string_body> req_;
+  std::string peer_;
+  std::string label_;  // "session <id> process <pid>" for the log
+  std::shared_ptr<process_registry::entry> entry_;
+  /// The attach poll.
+  asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point attach_deadline_;
+  /// A duplicate of the process's stdout (the process object keeps its own).
+  std::optional<asio::posix::stream_descriptor> stdout_;
+  std::vector<char> chunk_;
+  beast::flat_buffer in_;
+  std::deque<std::string> stdin_;
+  size_t stdin_bytes_ = 0;
+  std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;
+  std::optional<websocket::close_reason> close_;
+  bool attached_ = false;
+  bool waited_ = false;
+  bool reading_stdout_ = false;
+  bool read_paused_ = false;
+  bool stdin_busy_ = false;
+  bool writing_ = false;
+  bool accepted_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+  /// The connection slot reserved by the HTTP session is ours to release.
+  bool counted_ = true;
+};
+
 // -- HTTP session ------------------------------------------------------------------------
 
 class http_session final : public session_base {
@@ -661,6 +1140,14 @@ class http_session final : public session_base {
 
  private:
   enum class probe { live, ready };
+
+  /// A relay handshake waiting for the directory's verdict.
+  struct pending_relay {
+    http::request<http::string_body> req;
+    std::string session;
+    std::string process;
+    std::string label;
+  };
 
   void do_read() {
     if (srv_.stopping) {
@@ -700,8 +1187,16 @@ class http_session final : public session_base {
       }
       ask_health(path == "/healthz" ? probe::live : probe::ready, req.version(),
                  req.keep_alive());
+    } else if (auto target = relay_target(path)) {
+      if (req.method() != http::verb::get) {
+        auto res = make_response(http::status::method_not_allowed, req.version(),
+                                 req.keep_alive(), "text/plain", "Method Not Allowed");
+        res.set(http::field::allow, "GET");
+        write(std::move(res));
+        return;
+      }
+      handle_relay(std::move(req), std::move(target->first), std::move(target->second));
     } else {
-      // Relay paths (/v1/sessions/...) come with managed processes.
       write(make_response(http::status::not_found, req.version(), req.keep_alive(),
                           "text/plain", "Not Found"));
     }
@@ -763,6 +1258,145 @@ class http_session final : public session_base {
     }
     std::make_shared<ws_session>(srv_, std::move(stream_), std::move(req), peer_,
                                  std::move(instance))
+      ->run();
+  }
+
+  /// Checks 1 to 3 of protocol.md §1.4 (the directory runs 4 to 9), all before the upgrade.
+  void handle_relay(http::request<http::string_body> req, std::string session,
+                    std::string process) {
+    auto label = fmt::format("session {} process {}", session, process);
+    auto unauthorized = [&](std::string_view why) {
+      spdlog::warn("net: {}: relay handshake for {} refused: {}", peer_, label, why);
+      write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
+                          "Unauthorized"));
+    };
+    const auto& token = srv_.opts.control_token;
+    if (!token.empty()) {
+      auto i = req.find(token_header);
+      if (i == req.end() || !constant_time_equal(sv(i->value()), token)) {
+        unauthorized("missing or wrong control token");
+        return;
+      }
+    }
+    auto instance = std::string{json::strip(sv(req[instance_header]))};
+    if (!valid_instance_id(instance)) {
+      unauthorized("missing or malformed instance id");
+      return;
+    }
+    // The relay never pins: an RPC handshake must have done so.
+    auto pinned = srv_.pins->get();
+    if (pinned.empty() || !constant_time_equal(pinned, instance)) {
+      unauthorized(fmt::format("instance {} is not the pinned instance", instance));
+      return;
+    }
+    auto workspace = std::string{json::strip(sv(req[workspace_header]))};
+    size_t chars = 0;
+    for_each_code_point(workspace, [&](uint32_t) { ++chars; });
+    if (chars == 0 || chars > 256) {
+      unauthorized("missing or oversized workspace id");
+      return;
+    }
+    auto generation = canonical_generation(sv(req[generation_header]));
+    if (!generation) {
+      unauthorized("malformed placement generation");
+      return;
+    }
+    relay_request r;
+    r.instance_uuid = std::move(instance);
+    r.workspace_uuid = std::move(workspace);
+    r.generation = *generation;
+    r.session_id = std::move(session);
+    r.process_id = std::move(process);
+    ask_relay(std::move(req), std::move(r), std::move(label));
+  }
+
+  /// Asks the directory for checks 4 to 9 without blocking this I/O thread.
+  void ask_relay(http::request<http::string_body> req, relay_request r, std::string label) {
+    relay_ = pending_relay{std::move(req), r.session_id, r.process_id, std::move(label)};
+    waiting_ = true;
+    // The timer is what keeps this session alive (inside the io_context) meanwhile.
+    timer_.expires_after(relay_verdict_timeout + std::chrono::seconds{1});
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->on_verdict(relay_verdict{503, make_box_error(ec::runtime_unavailable,
+                                                        "Box runtime request timed out")});
+    });
+    auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
+                    std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r) {
+      auto deliver = [weak, gate](relay_verdict v) {
+        std::shared_lock lock{gate->mtx};
+        if (!gate->open)
+          return;
+        if (auto s = weak.lock())
+          asio::post(s->stream_.get_executor(),
+                     [s, v = std::move(v)]() mutable { s->on_verdict(std::move(v)); });
+      };
+      ask->request(dir, relay_verdict_timeout, relay_atom_v, std::move(r))
+        .then([deliver](relay_verdict& v) { deliver(std::move(v)); },
+              [deliver](caf::error& err) {
+                relay_verdict v;
+                v.error = from_caf_error(err);
+                v.status = v.error.code == ec::runtime_unavailable ? 503 : 400;
+                deliver(std::move(v));
+              });
+    };
+    srv_.sys.spawn(asker, std::weak_ptr<http_session>{self()}, srv_.gate, srv_.directory,
+                   std::move(r));
+  }
+
+  void on_verdict(relay_verdict v) {
+    if (!waiting_ || !relay_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    auto pending = std::move(*relay_);
+    relay_.reset();
+    auto& req = pending.req;
+    std::shared_ptr<process_registry::entry> entry;
+    if (v.status == 0) {
+      // The process may have gone since the directory looked.
+      entry = srv_.processes ? srv_.processes->find(pending.session, pending.process) : nullptr;
+      if (!entry || !entry->process)
+        v = relay_verdict{400, make_box_error(ec::process_not_found,
+                                              fmt::format("session {} has no managed process "
+                                                          "with process_id={}",
+                                                          pending.session, pending.process))};
+    }
+    if (v.status == 401) {
+      spdlog::warn("net: {}: relay handshake for {} refused: stale generation or foreign session",
+                   peer_, pending.label);
+      write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
+                          "Unauthorized"));
+      return;
+    }
+    if (v.status != 0) {
+      spdlog::info("net: {}: relay handshake for {} refused: {}", peer_, pending.label,
+                   v.error.to_wire());
+      write(make_response(static_cast<http::status>(v.status), req.version(), false,
+                          "application/json", error_body(v.error)));
+      return;
+    }
+    if (!websocket::is_upgrade(req)) {
+      write(make_response(http::status::bad_request, req.version(), false, "text/plain",
+                          "Expected a WebSocket upgrade"));
+      return;
+    }
+    if (srv_.stopping) {
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain", shutdown_reason));
+      return;
+    }
+    if (!srv_.reserve_connection()) {
+      spdlog::warn("net: {}: relay for {} refused: {} connections open (the cap)", peer_,
+                   pending.label, srv_.opts.max_connections);
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain",
+                          fmt::format("Box runtime connection limit reached (max {} connections)",
+                                      srv_.opts.max_connections)));
+      return;
+    }
+    std::make_shared<relay_session>(srv_, std::move(stream_), std::move(req), peer_,
+                                    std::move(pending.label), std::move(entry))
       ->run();
   }
 
@@ -867,6 +1501,7 @@ class http_session final : public session_base {
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::steady_timer timer_;
   bool waiting_ = false;
+  std::optional<pending_relay> relay_;
   probe kind_ = probe::live;
   unsigned version_ = 11;
   bool keep_alive_ = false;
@@ -942,8 +1577,10 @@ std::string validate(const server_options& opts) {
 }
 
 server::server(caf::actor_system& sys, directory_actor directory,
-               std::shared_ptr<worker_pool> pool, server_options opts)
-  : impl_(std::make_unique<impl>(sys, std::move(directory), std::move(pool), std::move(opts))) {}
+               std::shared_ptr<worker_pool> pool, server_options opts,
+               std::shared_ptr<process_registry> processes)
+  : impl_(std::make_unique<impl>(sys, std::move(directory), std::move(pool), std::move(opts),
+                                 std::move(processes))) {}
 
 server::~server() {
   stop();

@@ -1,4 +1,5 @@
-// The WebSocket Action-RPC server: one port for /rpc/ws, /healthz and /readyz
+// The WebSocket Action-RPC server: one port for /rpc/ws, the managed-process stdio
+// relay, /healthz and /readyz
 // (protocol.md §1). Beast stays inside net/*.cpp; this header is CAF- and Beast-free
 // apart from the directory handle.
 #pragma once
@@ -15,12 +16,18 @@ namespace caf {
 class actor_system;
 } // namespace caf
 
+namespace boxrt {
+class process_registry;
+} // namespace boxrt
+
 namespace boxrt::net {
 
 class server {
  public:
+  /// `processes` is where the stdio relay finds managed processes (the registry the
+  /// directory's sessions fill); null serves no relay.
   server(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
-         server_options opts);
+         server_options opts, std::shared_ptr<process_registry> processes = nullptr);
   ~server();
 
   server(const server&) = delete;

@@ -21,6 +21,9 @@ struct server_options {
   /// machine, more than a heartbeat's whole work. 0 = always sleep at once.
   size_t io_spin_us = 50;
   std::string transfer_dir;           // __file_chunk storage root (a private dir per connection)
+  /// How long a second relay waits for a managed process that another relay holds
+  /// before it is closed with 1013 (protocol.md §1.4: one attacher at a time).
+  size_t relay_attach_wait_ms = 30000;
 };
 
 /// Validates options that make the server refuse to start (non-loopback host without a

@@ -45,6 +45,17 @@ BOOST_AUTO_TEST_CASE(io_threads_and_spin_have_defaults_and_are_read) {
   BOOST_CHECK_EQUAL(c->server.io_spin_us, 0u);
 }
 
+BOOST_AUTO_TEST_CASE(relay_attach_wait_has_a_default_and_is_read) {
+  BOOST_CHECK_EQUAL(boxrt::default_boxd_config().server.relay_attach_wait_ms, 30000u);
+  auto c = load(R"({"relay_attach_wait_ms": 250})");
+  BOOST_REQUIRE(c);
+  BOOST_CHECK_EQUAL(c->server.relay_attach_wait_ms, 250u);
+  auto big = load(R"({"relay_attach_wait_ms": 3600001})");
+  BOOST_REQUIRE(!big);
+  BOOST_CHECK_NE(big.error().message.find("server.relay_attach_wait_ms must be between 0 and 3600000"),
+                 std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(out_of_range_limits_are_refused_by_name) {
   auto spin = load(R"({"io_spin_us": 10001})");
   BOOST_REQUIRE(!spin);
