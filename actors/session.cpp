@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
@@ -107,6 +108,34 @@ process_info info_of(const session_state& st, session_state::process_record& r) 
   return info;
 }
 
+/// Forgets exited processes kept longer than the retention, then the oldest exited ones
+/// beyond max_completed_processes (§4.6), as the reference does on each start.
+void reap_completed(session_state& st) {
+  auto now = wall_now_us();
+  auto keep_us = st.args.completed_process_retention_sec * 1'000'000;
+  std::vector<std::pair<epoch_us, std::string>> exited;
+  for (auto it = st.processes.begin(); it != st.processes.end();) {
+    auto& r = it->second;
+    if (r.entry->process->exit_code()) {
+      if (r.exited_at == 0)
+        r.exited_at = now;
+      if (now - r.exited_at >= keep_us) {
+        st.args.processes->remove(st.args.physical_id, it->first);
+        it = st.processes.erase(it);
+        continue;
+      }
+      exited.emplace_back(r.exited_at, it->first);
+    }
+    ++it;
+  }
+  std::sort(exited.begin(), exited.end());
+  auto max = static_cast<size_t>(std::max<int64_t>(st.args.max_completed_processes, 0));
+  for (size_t i = 0; exited.size() > max && i < exited.size() - max; ++i) {
+    st.args.processes->remove(st.args.physical_id, exited[i].second);
+    st.processes.erase(exited[i].second);
+  }
+}
+
 /// Starts (or replaces) a managed process on the pool; the sandbox must be up.
 void start_process(self_ptr self, process_spec spec, caf::typed_response_promise<process_info> rp) {
   auto& st = self->state;
@@ -114,6 +143,7 @@ void start_process(self_ptr self, process_spec spec, caf::typed_response_promise
     rp.deliver(to_caf_error({ec::box_error, st.args.backend->name() + " backend does not support managed processes"}));
     return;
   }
+  reap_completed(st);
   // The global cap counts running processes and starts in flight, not the one replaced.
   size_t replacing = 0;
   if (auto i = st.processes.find(spec.process_id); i != st.processes.end() && !i->second.entry->process->exit_code())

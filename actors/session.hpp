@@ -25,6 +25,8 @@ struct session_args {
   local_config local;         // mount policy (allowed roots)
   std::shared_ptr<process_registry> processes;  // null: managed processes unavailable
   int64_t max_managed_processes = 64;           // across every session (§4.7)
+  int64_t max_completed_processes = 256;        // exited records kept (per session here)
+  int64_t completed_process_retention_sec = 300;
 };
 
 /// Spawns a session actor that starts its backend session at once.

@@ -436,6 +436,8 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
         a.local = config(self).local;
         a.processes = st.args.processes;
         a.max_managed_processes = config(self).limits.max_managed_processes;
+        a.max_completed_processes = config(self).limits.max_completed_processes;
+        a.completed_process_retention_sec = config(self).limits.completed_process_retention_sec;
         auto actor = spawn_session(self, std::move(a));
         self->monitor(actor);
         st.children->emplace(actor.address(), caf::actor_cast<caf::actor>(actor));

@@ -85,6 +85,31 @@ BOOST_AUTO_TEST_CASE(an_exited_process_keeps_its_exit_code) {
   BOOST_CHECK(last->exited_at >= last->started_at);
 }
 
+BOOST_AUTO_TEST_CASE(exited_processes_are_kept_only_up_to_the_completed_cap) {
+  core_fixture::options o;
+  o.limits.max_completed_processes = 1;
+  core_fixture f{o};
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  auto wait_exited = [&](const std::string& pid) {
+    for (int i = 0; i < 2000; ++i) {
+      auto got = f.call<process_info>(pget_atom_v, preq("s1", pid));
+      if (got.ok() && got->status == process_status::exited)
+        return true;
+      std::this_thread::yield();
+    }
+    return false;
+  };
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "a", "exit", {"0"})).ok());
+  BOOST_REQUIRE(wait_exited("a"));
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "b", "exit", {"0"})).ok());
+  BOOST_REQUIRE(wait_exited("b"));
+  // The next start forgets the oldest exited record beyond the cap.
+  BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "c", "cat")).ok());
+  require_error(f.call<process_info>(pget_atom_v, preq("s1", "a")), ec::process_not_found,
+                "session s1 has no managed process with process_id=a");
+  BOOST_CHECK(f.call<process_info>(pget_atom_v, preq("s1", "b")).ok());
+}
+
 BOOST_AUTO_TEST_CASE(the_global_cap_counts_running_processes_but_not_a_replaced_one) {
   core_fixture::options o;
   o.limits.max_managed_processes = 1;

@@ -251,3 +251,36 @@ async def test_cloud_skill_rules(admitted_box):
         await admitted_box.scan_skill_directory("/", action_context=c)
     created = await admitted_box.create_skill({"name": "runner"}, action_context=c)
     assert created["name"] == "runner"
+
+
+async def test_managed_process_and_its_stdio_relay(box, standard_boxd):
+    """Start an echo server as a managed process, talk to it through the relay URL the
+    SDK builds (the SDK's own relay headers), then stop it."""
+    import websockets
+    from langbot_plugin.box.models import BoxManagedProcessSpec
+
+    c = ctx("relay-ws")
+    await box.execute(BoxSpec(session_id="mcp", cmd="echo up"), action_context=c)
+    info = await box.start_managed_process(
+        "mcp", BoxManagedProcessSpec(process_id="echo", command="cat"), action_context=c)
+    assert info.status.value == "running"
+    assert info.process_id == "echo"
+    base = standard_boxd.url[: -len("/rpc/ws")].replace("ws://", "http://")
+    url = box.get_managed_process_websocket_url("mcp", base, process_id="echo", action_context=c)
+    assert "/v1/sessions/ws-" in url
+    headers = {
+        "X-LangBot-Box-Control-Token": TOKEN,
+        "X-LangBot-Instance-Id": INSTANCE,
+        "X-LangBot-Workspace-Id": "relay-ws",
+        "X-LangBot-Placement-Generation": "1",
+    }
+    async with websockets.connect(url, additional_headers=headers, subprotocols=["mcp"]) as ws:
+        assert ws.subprotocol == "mcp"
+        await ws.send('{"jsonrpc":"2.0","id":1,"method":"ping"}')
+        echoed = await ws.recv()
+        assert echoed.strip() == '{"jsonrpc":"2.0","id":1,"method":"ping"}'
+        attached = await box.get_managed_process("mcp", "echo", action_context=c)
+        assert attached.attached is True
+    await box.stop_managed_process("mcp", "echo", action_context=c)
+    with pytest.raises(BoxError):
+        await box.get_managed_process("mcp", "echo", action_context=c)
