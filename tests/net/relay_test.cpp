@@ -43,7 +43,7 @@ struct relay_fixture {
     return cfg;
   }
 
-  explicit relay_fixture(net::server_options opts = {}) : sys(make_config(cfg)) {
+  explicit relay_fixture(net::server_options opts = {}, bool admission = false) : sys(make_config(cfg)) {
     root = std::filesystem::temp_directory_path()
            / ("boxrt-relay-" + std::to_string(::getpid()) + "-" + std::to_string(wall_now_us()));
     std::filesystem::create_directories(root / "default");
@@ -53,6 +53,8 @@ struct relay_fixture {
     config.local.default_workspace = (root / "default").string();
     config.local.allowed_mount_roots = {root.string()};
     config.scripted.ready_keys = all_ready_keys();
+    if (admission)
+      config.admission = cloud_policy();
     backend = std::make_shared<scripted_backend>(config.scripted);
     directory_args a;
     a.config = config;
@@ -192,6 +194,10 @@ struct long_wait_fixture : relay_fixture {
   long_wait_fixture() : relay_fixture(long_wait()) {}
 };
 
+struct admission_relay_fixture : relay_fixture {
+  admission_relay_fixture() : relay_fixture({}, true) {}
+};
+
 struct token_relay_fixture : relay_fixture {
   token_relay_fixture() : relay_fixture(with_token()) {}
 };
@@ -288,6 +294,23 @@ BOOST_FIXTURE_TEST_CASE(unknown_session_and_process_are_400_json, relay_fixture)
   legacy.legacy = true;
   require_error(ws_client{port, relay_options(legacy)}, "BoxManagedProcessNotFoundError",
                 "session " + legacy.session + " has no managed process with process_id=default");
+}
+
+BOOST_FIXTURE_TEST_CASE(admission_mode_refuses_the_relay_with_the_reference_400, admission_relay_fixture) {
+  // An admission-mode workspace whose fence holds generation 1 (an entitlement put).
+  auto c = rpc();
+  auto put = c.call(next_seq++, "box_put_workspace_entitlement",
+                    R"({"instance_uuid":"instance-a","workspace_uuid":"ws-relay","entitlement_revision":1,)"
+                    R"("status":"active","not_before":1,"expires_at":4000000000,)"
+                    R"("features":{"managed_sandbox":true},"limits":{"managed_sandbox_sessions":1}})");
+  BOOST_REQUIRE_MESSAGE(put.code == 0, put.raw);
+  auto exec = c.call(next_seq++, "box_exec", R"({"session_id":"global","cmd":"echo hi"})",
+                     context_json("ws-relay"));
+  BOOST_REQUIRE_MESSAGE(exec.code == 0, exec.raw);
+  relay_target t;
+  t.session = physical("ws-relay", "global");
+  require_error(ws_client{port, relay_options(t)}, "BoxAdmissionError",
+                "Sandbox admission grant does not permit managed process relay");
 }
 
 BOOST_FIXTURE_TEST_CASE(stale_or_foreign_placements_are_401, relay_fixture) {
