@@ -21,6 +21,8 @@ class process_registry {
     std::shared_ptr<managed_process> process;
     /// A relay holds the process (one attacher at a time); BoxManagedProcessInfo.attached.
     std::atomic<bool> attached{false};
+    /// The session was retired by a fence advance: a relay closes as stale.
+    std::atomic<bool> stale{false};
   };
 
   /// Registers (or replaces) the process `pid` of session `session`.
@@ -44,6 +46,11 @@ class process_registry {
     return i == map_.end() ? nullptr : i->second;
   }
 
+  /// Starts in flight in every session (counted by the global cap with running()).
+  void begin_start() { ++starting_; }
+  void end_start() { --starting_; }
+  size_t starting() const { return starting_.load(); }
+
   /// Running processes in every session (the global max_managed_processes cap).
   size_t running() const {
     std::lock_guard lock{mtx_};
@@ -54,6 +61,7 @@ class process_registry {
   }
 
  private:
+  std::atomic<size_t> starting_{0};
   mutable std::mutex mtx_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<entry>> map_;
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <functional>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -70,6 +71,8 @@ struct session_state {
     caf::typed_response_promise<std::string> stop_rp;
   };
   std::map<uint64_t, process_job> process_jobs;
+  /// Starts waiting for a start of the same process_id to finish.
+  std::vector<std::pair<process_spec, caf::typed_response_promise<process_info>>> deferred_starts;
   /// Starts that arrived while the sandbox was still starting.
   std::vector<std::pair<process_spec, caf::typed_response_promise<process_info>>> early_starts;
 
@@ -144,15 +147,18 @@ void start_process(self_ptr self, process_spec spec, caf::typed_response_promise
     return;
   }
   reap_completed(st);
+  // One start per process_id at a time: a second waits for the first (then replaces it).
+  for (auto& [t, j] : st.process_jobs)
+    if (j.start && j.process_id == spec.process_id) {
+      st.deferred_starts.emplace_back(std::move(spec), rp);
+      return;
+    }
   // The global cap counts running processes and starts in flight, not the one replaced.
   size_t replacing = 0;
   if (auto i = st.processes.find(spec.process_id); i != st.processes.end() && !i->second.entry->process->exit_code())
     replacing = 1;
-  size_t starting = 0;
-  for (auto& [t, j] : st.process_jobs)
-    starting += j.start ? 1 : 0;
   auto max = static_cast<size_t>(std::max<int64_t>(st.args.max_managed_processes, 0));
-  if (st.args.processes->running() - replacing + starting >= max) {
+  if (st.args.processes->running() + st.args.processes->starting() - replacing >= max) {
     rp.deliver(to_caf_error({ec::capacity_exceeded, "Box managed process capacity reached ("
                                                       + std::to_string(max) + ")"}));
     return;
@@ -163,6 +169,7 @@ void start_process(self_ptr self, process_spec spec, caf::typed_response_promise
   if (auto i = st.processes.find(spec.process_id); i != st.processes.end())
     old = i->second.entry->process;
   st.process_jobs[token] = {spec.process_id, true, spec, slot, rp, {}};
+  st.args.processes->begin_start();
   auto handle = caf::actor_cast<session_actor>(self);
   st.args.pool->submit([handle, box = st.box, backend = st.args.backend, spec, slot, old, token] {
     process_outcome out;
@@ -259,8 +266,17 @@ void run_next(self_ptr self) {
   auto backend = st.args.backend;
   auto limits = st.args.limits;
   auto token = st.running_token;
-  st.args.pool->submit([handle, box, backend, limits, token, spec = std::move(next.spec)] {
+  auto local = st.args.local;
+  st.args.pool->submit([handle, box, backend, limits, token, local, spec = std::move(next.spec)] {
     exec_outcome out;
+    // Skill mounts may change per exec on a warm session: every exec's mounts pass the
+    // same policy as a start's (allowed roots, denylist), here off the actor thread.
+    if (!spec.extra_mounts.empty())
+      if (auto err = check_spec_mounts(spec, local)) {
+        out.error = err;
+        caf::anon_send(handle, done_atom_v, token, std::move(out));
+        return;
+      }
     auto r = backend->exec(*box->handle, spec, limits);
     if (r)
       out.result = std::move(r.value());
@@ -276,10 +292,17 @@ void fail_pending(self_ptr self, const box_error& reason) {
   for (auto& [spec, rp] : st.early_starts)
     rp.deliver(err);
   st.early_starts.clear();
-  // The processes end with the sandbox; the relay finds none from now on.
+  for (auto& [spec, rp] : st.deferred_starts)
+    rp.deliver(err);
+  st.deferred_starts.clear();
+  // The processes end with the sandbox; the relay finds none from now on, and one that
+  // is attached learns why when the reason is a fence advance.
   if (st.args.processes)
-    for (auto& [pid, r] : st.processes)
+    for (auto& [pid, r] : st.processes) {
+      if (reason.code == ec::permission)
+        r.entry->stale = true;
       st.args.processes->remove(st.args.physical_id, pid);
+    }
   for (auto& q : st.queue)
     q.rp.deliver(err);
   st.queue.clear();
@@ -453,6 +476,8 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
       },
       [self](pget_atom, std::string& pid) -> caf::result<process_info> {
         auto& st = self->state;
+        if (st.args.processes)
+          reap_completed(st);
         auto i = st.processes.find(pid);
         if (i == st.processes.end())
           return to_caf_error(process_missing(st, pid));
@@ -491,12 +516,31 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
           job.stop_rp.deliver(job.process_id);
           return;
         }
+        st.args.processes->end_start();
+        // A start of the same id that waited for this one goes next.
+        auto run_deferred = [self, pid = job.process_id] {
+          auto& st = self->state;
+          for (auto it = st.deferred_starts.begin(); it != st.deferred_starts.end(); ++it)
+            if (it->first.process_id == pid) {
+              auto next = std::move(*it);
+              st.deferred_starts.erase(it);
+              if (st.current == session_state::phase::stopping)
+                next.second.deliver(to_caf_error(deleting_error(st)));
+              else
+                start_process(self, std::move(next.first), next.second);
+              return;
+            }
+        };
+        struct on_exit {
+          std::function<void()> f;
+          ~on_exit() { f(); }
+        } deferred{run_deferred};
         if (out.error) {
           job.start_rp.deliver(to_caf_error(out.error));
           return;
         }
         if (st.current == session_state::phase::stopping) {
-          (*job.started)->terminate(std::chrono::milliseconds{0});
+          st.args.pool->submit([p = *job.started] { p->terminate(std::chrono::milliseconds{0}); });
           job.start_rp.deliver(to_caf_error(deleting_error(st)));
           return;
         }

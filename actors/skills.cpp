@@ -16,6 +16,13 @@ namespace {
 struct skill_state {
   static inline const char* name = "boxrt.skills";
 
+  /// Jobs still queued when the actor goes never run: their uploads go with them.
+  ~skill_state() {
+    for (auto& p : queue)
+      if (!p.job.file_path.empty())
+        ::unlink(p.job.file_path.c_str());
+  }
+
   struct pending {
     skill_job job;
     caf::typed_response_promise<std::string> rp;

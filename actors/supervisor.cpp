@@ -12,6 +12,8 @@
 #include "actors/caf_support.hpp"
 #include "actors/session.hpp"
 #include "backends/registry.hpp"
+#include <unistd.h>
+
 #include "actors/skills.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/skill_actions.hpp"
@@ -60,6 +62,8 @@ struct supervisor_state {
   /// The workspace's skill-store actor (spawned on first use) and the root it serves.
   skill_actor skills;
   std::string skills_root;
+  std::optional<local_config> skills_local;
+  std::string skills_resolved;
   /// Every live session actor, shared with the exit functor.
   std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
     = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
@@ -464,7 +468,12 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
 /// moved the skills root).
 skill_actor skill_store(self_ptr self) {
   auto& st = self->state;
-  auto root = resolve_local(config(self).local).skills_root + "/tenants/" + st.admission->box_ns();
+  // Resolving touches the filesystem: once per config, not per request.
+  if (!st.skills_local || !(*st.skills_local == config(self).local)) {
+    st.skills_local = config(self).local;
+    st.skills_resolved = resolve_local(config(self).local).skills_root;
+  }
+  auto root = st.skills_resolved + "/tenants/" + st.admission->box_ns();
   if (!st.skills || st.skills_root != root) {
     if (st.skills)
       caf::anon_send_exit(st.skills, caf::exit_reason::user_shutdown);
@@ -693,8 +702,12 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
       [self](relay_atom, relay_request& req) -> relay_verdict { return relay_check(self, req); },
       [self](skill_atom, skill_request& req) -> caf::result<std::string> {
         // Fenced; in admission mode also the entitlement gate (Cloud skill APIs need it).
-        if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))
+        if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true)) {
+          // The upload was handed over with the request: refused, it goes now.
+          if (!req.file_path.empty())
+            self->state.args.pool->submit([path = req.file_path] { ::unlink(path.c_str()); });
           return to_caf_error(err);
+        }
         return self->delegate(skill_store(self), skill_atom_v,
                               skill_job{std::move(req.action), std::move(req.data_json),
                                         std::move(req.file_path), admission_mode(self)});

@@ -1168,6 +1168,9 @@ box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
     std::error_code err;
     if (!fs::is_directory(m.host_path, err))
       return make_box_error(ec::box_error, "skill package " + m.host_path + " does not exist");
+    auto real = fs::weakly_canonical(m.host_path, err).lexically_normal().string();
+    if (within(real, opts_.state_dir) || within(opts_.state_dir, real))
+      return make_box_error(ec::validation, "skill mount " + m.host_path + " is blocked for security");
     auto point = s.skills_view + "/" + name;
     fs::create_directories(point, err);
     if (m.mode == mount_mode::rw)

@@ -757,14 +757,16 @@ constexpr const char* relay_exited_reason = "managed process exited";
 constexpr const char* relay_stdio_reason = "managed process stdio unavailable";
 constexpr const char* relay_stdin_reason = "managed process stdin closed";
 constexpr const char* relay_busy_reason = "managed process is attached to another relay";
+constexpr const char* relay_stale_reason = "Stale Box placement generation";
 
 /// The stdio relay of one managed process whose handshake passed (protocol.md §1.4):
 /// one attacher at a time (a later one polls for the process until
 /// relay_attach_wait_ms runs out, then closes with 1013), stdout chunks out as TEXT
 /// frames, TEXT frames in as stdin lines written on the worker pool one at a time.
 /// Whatever ends the relay lets go of the process; the process keeps running. The
-/// directory's fence needs no watch here: advancing a generation retires the
-/// workspace's sessions, which kills their processes, which ends stdout.
+/// fence: advancing a generation retires the workspace's sessions, which marks their
+/// processes stale (checked before each forwarded chunk, either way) and then kills
+/// them; the relay closes with the stale reason.
 class relay_session final : public session_base {
  public:
   relay_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
@@ -905,6 +907,10 @@ class relay_session final : public session_base {
     reading_stdout_ = false;
     if (close_ || finished_)
       return;
+    if (entry_->stale.load()) {
+      request_close(1000, relay_stale_reason);
+      return;
+    }
     // Chunks are not aligned to lines or characters: a sequence cut at the end of a
     // chunk becomes U+FFFD, as the reference's per-chunk decode does.
     if (n > 0)
@@ -912,7 +918,7 @@ class relay_session final : public session_base {
     if (ec) {
       if (ec != asio::error::eof)
         spdlog::warn("net: {}: relay for {}: stdout: {}", peer_, label_, ec.message());
-      request_close(1000, relay_exited_reason);
+      request_close(1000, entry_->stale.load() ? relay_stale_reason : relay_exited_reason);
       return;
     }
     read_stdout();
@@ -932,6 +938,11 @@ class relay_session final : public session_base {
       else
         fail(ec, "relay read", peer_);
       finish(ec == websocket::error::closed ? "closed by peer" : ec.message());
+      return;
+    }
+    if (entry_->stale.load()) {
+      in_.consume(in_.size());
+      request_close(1000, relay_stale_reason);
       return;
     }
     if (ws_.got_text() && !close_) {

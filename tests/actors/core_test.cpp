@@ -334,6 +334,21 @@ BOOST_AUTO_TEST_CASE(changing_skill_mounts_keeps_the_warm_session) {
   BOOST_CHECK_EQUAL(f.backend->start_count(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_skill_mount_on_a_warm_session_passes_the_mount_policy) {
+  // Skill mounts change per exec without a new session, so each exec checks them.
+  core_fixture f;
+  BOOST_REQUIRE(f.exec("workspace-a", "s", "echo x").ok());
+  auto evil = exec_req("workspace-a", "s", "echo x");
+  evil.spec.extra_mounts.push_back({"/etc", "/workspace/.skills/etc", mount_mode::rw});
+  require_error(f.call<exec_result>(exec_atom_v, evil), ec::validation,
+                "extra_mounts[0].host_path /etc is blocked for security");
+  auto outside = exec_req("workspace-a", "s", "echo x");
+  outside.spec.extra_mounts.push_back({"/var/tmp", "/workspace/.skills/t", mount_mode::ro});
+  require_error(f.call<exec_result>(exec_atom_v, outside), ec::validation,
+                "extra_mounts[0].host_path is outside allowed_mount_roots: " + f.root.string());
+  BOOST_CHECK_EQUAL(f.backend->start_count(), 1u);
+}
+
 BOOST_AUTO_TEST_CASE(mounts_outside_allowed_roots_are_refused) {
   core_fixture f;
   auto req = exec_req("workspace-a", "s", "echo x");

@@ -124,6 +124,19 @@ BOOST_AUTO_TEST_CASE(the_global_cap_counts_running_processes_but_not_a_replaced_
   BOOST_CHECK_EQUAL(f.processes->running(), 1u);
 }
 
+BOOST_AUTO_TEST_CASE(concurrent_starts_of_one_id_leave_one_process) {
+  core_fixture f;
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  caf::scoped_actor self{f.sys};
+  for (int i = 0; i < 3; ++i)
+    self->send(f.dir(), pstart_atom_v, start_req("s1", "same", "cat"));
+  for (int i = 0; i < 3; ++i)
+    self->receive([](process_info&) {}, [](caf::error& e) { BOOST_FAIL(caf::to_string(e)); });
+  // Each start replaced the one before: one process runs, none is orphaned.
+  BOOST_CHECK_EQUAL(f.processes->running(), 1u);
+  BOOST_CHECK_EQUAL(f.processes->starting(), 0u);
+}
+
 BOOST_AUTO_TEST_CASE(deleting_the_session_ends_its_processes) {
   core_fixture f;
   BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());

@@ -520,6 +520,22 @@ BOOST_AUTO_TEST_CASE(skill_errors_keep_the_reference_wrapping) {
   require_wire(f.tenant("box_list_skills"), "PermissionError: Stale Box placement generation");
 }
 
+BOOST_AUTO_TEST_CASE(an_upload_refused_at_the_gate_is_removed_too) {
+  net_fixture f;
+  require_ok(f.host("__file_chunk", chunk("up-2.zip", "bm90IGEgemlw")));
+  // The fence moves to generation 3; an install at generation 1 is refused.
+  require_ok(f.rpc("box_list_skills", "{}", std::string{R"({"instance_uuid":"instance-a","workspace_uuid":"workspace-a","placement_generation":3})"}));
+  require_wire(f.tenant("box_install_skill_zip", R"({"file_key":"up-2.zip"})"),
+               "PermissionError: Stale Box placement generation");
+  bool gone = false;
+  for (int i = 0; i < 20000 && !gone; ++i) { // removed on the worker pool
+    gone = !fs::exists(f.transfers / "up-2.zip");
+    if (!gone)
+      std::this_thread::yield();
+  }
+  BOOST_CHECK(gone);
+}
+
 BOOST_AUTO_TEST_CASE(an_uploaded_zip_is_consumed_by_the_skill_action) {
   net_fixture f;
   // "not a zip" as an upload, then a preview that reads and deletes it.
