@@ -587,9 +587,18 @@ relay_verdict relay_check(self_ptr self, const relay_request& req) {
   // 4: the fence holds exactly this generation.
   if (st.admission->generation() != req.generation)
     return unauthorized;
-  // 5: admission mode never permits a relay (its grants cannot allow processes).
-  if (admission_mode(self))
+  // 5: in admission mode the sandbox admission must pass first (its refusal is the 400
+  // body); then no grant permits a relay (admission policies force
+  // max_managed_processes to 0).
+  if (admission_mode(self)) {
+    action_context ctx;
+    ctx.instance_uuid = req.instance_uuid;
+    ctx.workspace_uuid = req.workspace_uuid;
+    ctx.placement_generation = req.generation;
+    if (auto err = admission_gate(self, ctx))
+      return {err.code == ec::admission || err.code == ec::readiness ? 400 : 401, err};
     return {400, {ec::admission, "Sandbox admission grant does not permit managed process relay"}};
+  }
   // 6: a physical id of this exact placement, with a tail.
   auto prefix = runtime_namespace(req.instance_uuid, req.workspace_uuid, req.generation) + "-";
   if (!req.session_id.starts_with(prefix) || req.session_id.size() == prefix.size())

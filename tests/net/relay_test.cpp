@@ -311,6 +311,14 @@ BOOST_FIXTURE_TEST_CASE(admission_mode_refuses_the_relay_with_the_reference_400,
   t.session = physical("ws-relay", "global");
   require_error(ws_client{port, relay_options(t)}, "BoxAdmissionError",
                 "Sandbox admission grant does not permit managed process relay");
+  // The sandbox admission runs first: once the entitlement is lost its refusal (not an
+  // admission or readiness error, so not a 400 body) makes the handshake unauthorized.
+  auto lost = c.call(next_seq++, "box_put_workspace_entitlement",
+                     R"({"instance_uuid":"instance-a","workspace_uuid":"ws-relay","entitlement_revision":2,)"
+                     R"("status":"active","not_before":1,"expires_at":4000000000,)"
+                     R"("features":{"managed_sandbox":false},"limits":{"managed_sandbox_sessions":0}})");
+  BOOST_REQUIRE_MESSAGE(lost.code == 0, lost.raw);
+  require_unauthorized(ws_client{port, relay_options(t)});
 }
 
 BOOST_FIXTURE_TEST_CASE(stale_or_foreign_placements_are_401, relay_fixture) {
