@@ -460,7 +460,90 @@ class ws_handle final : public outbound {
   std::shared_ptr<read_window> window_;
 };
 
-class ws_session final : public session_base {
+/// The write side both WebSocket sessions share (the RPC socket and the stdio relay):
+/// one write queue, one write outstanding at a time, and a close that waits for every
+/// message queued before it. `Derived` provides ws_, peer_, accepted_, closing_,
+/// finished_, self(), finish(why) and the hooks after_write() (a write completed) and
+/// close_requested() (a close was asked for), plus the log labels write_what and
+/// close_what.
+template <class Derived>
+class ws_outbox {
+ protected:
+  void enqueue(std::string text) {
+    auto& d = derived();
+    if (d.closing_ || d.finished_ || close_)
+      return;
+    queued_bytes_ += text.size();
+    queue_.push_back(std::move(text));
+    if (!writing_)
+      do_write();
+  }
+
+  void do_write() {
+    auto& d = derived();
+    writing_ = true;
+    d.ws_.text(true);
+    d.ws_.async_write(asio::buffer(queue_.front()),
+                      [s = d.self()](beast::error_code ec, size_t) { s->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    auto& d = derived();
+    writing_ = false;
+    if (ec) {
+      fail(ec, Derived::write_what, d.peer_);
+      queue_.clear();
+      queued_bytes_ = 0;
+      beast::get_lowest_layer(d.ws_).close();
+      d.finish(ec.message());
+      return;
+    }
+    queued_bytes_ -= queue_.front().size();
+    queue_.pop_front();
+    if (!queue_.empty())
+      do_write();
+    else if (close_)
+      maybe_close();
+    d.after_write();
+  }
+
+  /// Closes after every message queued so far.
+  void request_close(uint16_t code, std::string reason) {
+    auto& d = derived();
+    if (d.closing_ || d.finished_ || close_)
+      return;
+    close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
+    d.close_requested();
+    maybe_close();
+  }
+
+  void maybe_close() {
+    auto& d = derived();
+    if (!d.accepted_ || writing_ || !queue_.empty() || d.closing_ || d.finished_)
+      return;
+    d.closing_ = true;
+    d.ws_.async_close(*close_, [s = d.self()](beast::error_code ec) {
+      if (ec)
+        fail(ec, Derived::close_what, s->peer_);
+      s->finish("closed by server");
+    });
+  }
+
+  std::deque<std::string> queue_;
+  /// Bytes waiting in queue_.
+  size_t queued_bytes_ = 0;
+  std::optional<websocket::close_reason> close_;
+  bool writing_ = false;
+
+ private:
+  Derived& derived() { return static_cast<Derived&>(*this); }
+};
+
+class ws_session final : public session_base, private ws_outbox<ws_session> {
+  friend class ws_outbox<ws_session>;
+  static constexpr const char* write_what = "write";
+  static constexpr const char* close_what = "close";
+
  public:
   ws_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
              std::string peer, std::string instance)
@@ -631,57 +714,9 @@ class ws_session final : public session_base {
     do_read();
   }
 
-  void enqueue(std::string text) {
-    if (closing_ || finished_ || close_)
-      return;
-    queue_.push_back(std::move(text));
-    if (!writing_)
-      do_write();
-  }
+  void after_write() {}
+  void close_requested() {}
 
-  void do_write() {
-    writing_ = true;
-    ws_.text(true);
-    ws_.async_write(asio::buffer(queue_.front()),
-                    [s = self()](beast::error_code ec, size_t) { s->on_write(ec); });
-  }
-
-  void on_write(beast::error_code ec) {
-    writing_ = false;
-    if (ec) {
-      fail(ec, "write", peer_);
-      queue_.clear();
-      beast::get_lowest_layer(ws_).close();
-      finish(ec.message());
-      return;
-    }
-    queue_.pop_front();
-    if (!queue_.empty())
-      do_write();
-    else if (close_)
-      maybe_close();
-  }
-
-  /// Closes after every message queued so far (one write may be outstanding at a time).
-  void request_close(uint16_t code, std::string reason) {
-    if (closing_ || finished_ || close_)
-      return;
-    close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
-    maybe_close();
-  }
-
-  void maybe_close() {
-    if (!accepted_ || writing_ || !queue_.empty() || closing_ || finished_)
-      return;
-    closing_ = true;
-    ws_.async_close(*close_, [s = self()](beast::error_code ec) {
-      if (ec)
-        s->fail_close(ec);
-      s->finish("closed by server");
-    });
-  }
-
-  void fail_close(beast::error_code ec) { fail(ec, "close", peer_); }
 
   /// The socket is done: the actor quits (pending replies are dropped), the slot frees.
   void finish(std::string_view why) {
@@ -712,9 +747,6 @@ class ws_session final : public session_base {
   heartbeat heartbeat_;
   /// Pending while reading is paused (see read_window).
   asio::steady_timer paused_;
-  std::deque<std::string> queue_;
-  std::optional<websocket::close_reason> close_;
-  bool writing_ = false;
   bool accepted_ = false;
   bool closing_ = false;
   bool finished_ = false;
@@ -767,7 +799,11 @@ constexpr const char* relay_stale_reason = "Stale Box placement generation";
 /// fence: advancing a generation retires the workspace's sessions, which marks their
 /// processes stale (checked before each forwarded chunk, either way) and then kills
 /// them; the relay closes with the stale reason.
-class relay_session final : public session_base {
+class relay_session final : public session_base, private ws_outbox<relay_session> {
+  friend class ws_outbox<relay_session>;
+  static constexpr const char* write_what = "relay write";
+  static constexpr const char* close_what = "relay close";
+
  public:
   relay_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
                 std::string peer, std::string label,
@@ -1005,62 +1041,11 @@ class relay_session final : public session_base {
     }
   }
 
-  // write queue and close
+  // write queue and close (ws_outbox): after a write, stdout may be read again; a close
+  // lets go of the process at once, before the queued frames are out.
 
-  void enqueue(std::string text) {
-    if (closing_ || finished_ || close_)
-      return;
-    queued_bytes_ += text.size();
-    queue_.push_back(std::move(text));
-    if (!writing_)
-      do_write();
-  }
-
-  void do_write() {
-    writing_ = true;
-    ws_.text(true);
-    ws_.async_write(asio::buffer(queue_.front()),
-                    [s = self()](beast::error_code ec, size_t) { s->on_write(ec); });
-  }
-
-  void on_write(beast::error_code ec) {
-    writing_ = false;
-    if (ec) {
-      fail(ec, "relay write", peer_);
-      queue_.clear();
-      queued_bytes_ = 0;
-      beast::get_lowest_layer(ws_).close();
-      finish(ec.message());
-      return;
-    }
-    queued_bytes_ -= queue_.front().size();
-    queue_.pop_front();
-    if (!queue_.empty())
-      do_write();
-    else if (close_)
-      maybe_close();
-    read_stdout();
-  }
-
-  /// Ends the relay: lets go of the process at once, closes after the queued frames.
-  void request_close(uint16_t code, std::string reason) {
-    if (closing_ || finished_ || close_)
-      return;
-    close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
-    detach();
-    maybe_close();
-  }
-
-  void maybe_close() {
-    if (!accepted_ || writing_ || !queue_.empty() || closing_ || finished_)
-      return;
-    closing_ = true;
-    ws_.async_close(*close_, [s = self()](beast::error_code ec) {
-      if (ec)
-        fail(ec, "relay close", s->peer_);
-      s->finish("closed by server");
-    });
-  }
+  void after_write() { read_stdout(); }
+  void close_requested() { detach(); }
 
   /// Stops waiting and reading stdout, and frees the process for the next attacher.
   void detach() {
@@ -1104,15 +1089,11 @@ class relay_session final : public session_base {
   beast::flat_buffer in_;
   std::deque<std::string> stdin_;
   size_t stdin_bytes_ = 0;
-  std::deque<std::string> queue_;
-  size_t queued_bytes_ = 0;
-  std::optional<websocket::close_reason> close_;
   bool attached_ = false;
   bool waited_ = false;
   bool reading_stdout_ = false;
   bool read_paused_ = false;
   bool stdin_busy_ = false;
-  bool writing_ = false;
   bool accepted_ = false;
   bool closing_ = false;
   bool finished_ = false;
