@@ -45,6 +45,21 @@ result<std::string> req_string(dom::object obj, std::string_view key) {
   return std::string{s};
 }
 
+/// req_string for the actions whose failures are wrapped as BoxValidationError.
+result<std::string> wrapped_field(dom::object obj, std::string_view key) {
+  auto r = req_string(obj, key);
+  if (!r)
+    return wrap(r.error());
+  return r;
+}
+
+/// A store reply of a wrapped action, its failure wrapped.
+result<std::string> wrapped(result<std::string> r) {
+  if (!r)
+    return wrap(r.error());
+  return r;
+}
+
 skills::text_field text_of(dom::object obj, std::string_view key) {
   dom::element v;
   if (obj.at_key(key).get(v) != simdjson::SUCCESS)
@@ -140,9 +155,9 @@ result<std::string> run(skills::store& store, const skill_job& job, dom::object 
     return skill_reply(s.value());
   }
   if (a == "box_update_skill") {
-    auto name = req_string(data, "name");
+    auto name = wrapped_field(data, "name");
     if (!name)
-      return wrap(name.error());
+      return name.error();
     auto req = create_req(data);
     if (!req)
       return wrap(req.error());
@@ -154,9 +169,9 @@ result<std::string> run(skills::store& store, const skill_job& job, dom::object 
     return skill_reply(s.value());
   }
   if (a == "box_delete_skill") {
-    auto name = req_string(data, "name");
+    auto name = wrapped_field(data, "name");
     if (!name)
-      return wrap(name.error());
+      return name.error();
     auto gone = store.remove(*name);
     if (!gone)
       return wrap(gone.error());
@@ -169,18 +184,18 @@ result<std::string> run(skills::store& store, const skill_job& job, dom::object 
   if (a == "box_scan_skill_directory") {
     if (job.admission)
       return box_error{ec::admission, "Scanning arbitrary host skill directories is disabled in Cloud"};
-    auto path = req_string(data, "path");
+    auto path = wrapped_field(data, "path");
     if (!path)
-      return wrap(path.error());
+      return path.error();
     auto s = store.scan_directory(*path);
     if (!s)
       return wrap(s.error());
     return skills::to_json(s.value());
   }
   if (a == "box_list_skill_files") {
-    auto name = req_string(data, "name");
+    auto name = wrapped_field(data, "name");
     if (!name)
-      return wrap(name.error());
+      return name.error();
     auto path = opt_string(data, "path");
     if (!path)
       return wrap(path.error());
@@ -196,37 +211,28 @@ result<std::string> run(skills::store& store, const skill_job& job, dom::object 
       if (v.is_bool() || v.get_int64().get(max_entries) != simdjson::SUCCESS)
         return box_error{ec::validation, "max_entries must be a positive integer"};
     }
-    auto r = store.list_files(*name, path->value_or("."), hidden, max_entries);
-    if (!r)
-      return wrap(r.error());
-    return r.value();
+    return wrapped(store.list_files(*name, path->value_or("."), hidden, max_entries));
   }
   if (a == "box_read_skill_file") {
-    auto name = req_string(data, "name");
+    auto name = wrapped_field(data, "name");
     if (!name)
-      return wrap(name.error());
-    auto path = req_string(data, "path");
+      return name.error();
+    auto path = wrapped_field(data, "path");
     if (!path)
-      return wrap(path.error());
-    auto r = store.read_file(*name, *path);
-    if (!r)
-      return wrap(r.error());
-    return r.value();
+      return path.error();
+    return wrapped(store.read_file(*name, *path));
   }
   if (a == "box_write_skill_file") {
-    auto name = req_string(data, "name");
+    auto name = wrapped_field(data, "name");
     if (!name)
-      return wrap(name.error());
-    auto path = req_string(data, "path");
+      return name.error();
+    auto path = wrapped_field(data, "path");
     if (!path)
-      return wrap(path.error());
+      return path.error();
     auto content = opt_string(data, "content");
     if (!content)
       return wrap(content.error());
-    auto r = store.write_file(*name, *path, content->value_or(""));
-    if (!r)
-      return wrap(r.error());
-    return r.value();
+    return wrapped(store.write_file(*name, *path, content->value_or("")));
   }
   if (a == "box_preview_skill_zip" || a == "box_install_skill_zip") {
     auto filename = opt_string(data, "filename");
