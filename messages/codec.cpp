@@ -241,6 +241,15 @@ class reader {
     return fail(key, words + std::to_string(limit));
   }
 
+  /// "<name> must be less than or equal to <limit>" when `value` is above it (a NaN is
+  /// above every limit): upper bounds keep every later computation on the value in range.
+  template <class T>
+  maybe_error at_most(std::string_view key, T value, int64_t limit) const {
+    if (value <= static_cast<T>(limit))
+      return {};
+    return fail(key, "must be less than or equal to " + std::to_string(limit));
+  }
+
   maybe_error boolean(std::string_view key, bool& out) const {
     auto v = get(key);
     if (!v)
@@ -545,6 +554,8 @@ result<local_config> decode_local(const element& v) {
   }
   if (auto err = r.integer("skills_quota_mb", local.skills_quota_mb, bound::ge, 0))
     return *err;
+  if (auto err = r.at_most("skills_quota_mb", local.skills_quota_mb, resource_bounds::quota_mb))
+    return *err;
   return local;
 }
 
@@ -673,17 +684,25 @@ result<box_spec> decode_box_spec(const element& data, bool require_cmd) {
 
   if (auto err = r.number("cpus", spec.cpus, bound::gt, 0))
     return *err;
+  if (auto err = r.at_most("cpus", spec.cpus, resource_bounds::cpus()))
+    return *err;
 
   if (auto err = r.integer("memory_mb", spec.memory_mb, bound::at_least, 32))
     return *err;
+  if (auto err = r.at_most("memory_mb", spec.memory_mb, resource_bounds::memory_mb))
+    return *err;
 
   if (auto err = r.integer("pids_limit", spec.pids_limit, bound::at_least, 1))
+    return *err;
+  if (auto err = r.at_most("pids_limit", spec.pids_limit, resource_bounds::pids_limit))
     return *err;
 
   if (auto err = r.boolean("read_only_rootfs", spec.read_only_rootfs))
     return *err;
 
   if (auto err = r.integer("workspace_quota_mb", spec.workspace_quota_mb, bound::ge, 0))
+    return *err;
+  if (auto err = r.at_most("workspace_quota_mb", spec.workspace_quota_mb, resource_bounds::quota_mb))
     return *err;
 
   if (!spec.host_path.empty() && spec.host_path_mode != mount_mode::none
@@ -760,6 +779,8 @@ result<process_spec> decode_process_spec(const element& data) {
     return r.fail("cwd must be an absolute path inside the sandbox");
 
   if (auto err = r.integer("memory_mb", spec.memory_mb, bound::ge, 0))
+    return *err;
+  if (auto err = r.at_most("memory_mb", spec.memory_mb, resource_bounds::memory_mb))
     return *err;
   return spec;
 }
@@ -1001,17 +1022,25 @@ result<admission_policy> decode_admission_policy(const element& data) {
 
   if (auto err = r.number("cpus", p.cpus, bound::gt, 0))
     return *err;
+  if (auto err = r.at_most("cpus", p.cpus, resource_bounds::cpus()))
+    return *err;
 
   if (auto err = r.integer("memory_mb", p.memory_mb, bound::at_least, 32))
     return *err;
+  if (auto err = r.at_most("memory_mb", p.memory_mb, resource_bounds::memory_mb))
+    return *err;
 
   if (auto err = r.integer("pids_limit", p.pids_limit, bound::gt, 0))
+    return *err;
+  if (auto err = r.at_most("pids_limit", p.pids_limit, resource_bounds::pids_limit))
     return *err;
 
   if (auto err = r.boolean("read_only_rootfs", p.read_only_rootfs))
     return *err;
 
   if (auto err = r.integer("workspace_quota_mb", p.workspace_quota_mb, bound::ge, 0))
+    return *err;
+  if (auto err = r.at_most("workspace_quota_mb", p.workspace_quota_mb, resource_bounds::quota_mb))
     return *err;
 
   if (auto err = r.integer("readiness_cache_sec", p.readiness_cache_sec, bound::ge, 0))

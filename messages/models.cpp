@@ -1,9 +1,19 @@
 // Enum names and the small derivations of the protocol models.
 #include "messages/models.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace boxrt {
+
+int64_t resource_bounds::cpus() {
+  static const int64_t n = [] {
+    auto online = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? static_cast<int64_t>(online) : int64_t{1};
+  }();
+  return n;
+}
 
 std::string_view to_string(network_mode x) noexcept {
   return x == network_mode::on ? "on" : "off";

@@ -30,6 +30,17 @@ std::string_view to_string(exec_status x) noexcept;
 std::string_view to_string(process_status x) noexcept;
 std::string_view to_string(entitlement_status x) noexcept;
 
+/// Upper bounds of resource values in specs and policies (contract §4.12): anything above
+/// is refused before a session starts, so no computation on them can overflow
+/// (memory_mb * 2^20, pids_limit + overhead, cpus * period, quota_mb * 2^20).
+namespace resource_bounds {
+inline constexpr int64_t memory_mb = 1048576;    // 1 TiB
+inline constexpr int64_t pids_limit = 4194304;   // the kernel's PID_MAX_LIMIT
+inline constexpr int64_t quota_mb = 16777216;    // 16 TiB
+/// The number of online CPUs of this host (at least 1).
+int64_t cpus();
+} // namespace resource_bounds
+
 /// One extra bind mount of a session (BoxMountSpec).
 struct mount_spec {
   std::string host_path;

@@ -400,14 +400,14 @@ BOOST_AUTO_TEST_CASE(an_empty_policy_has_boxrt_defaults) {
 BOOST_AUTO_TEST_CASE(every_policy_field_is_decoded) {
   const auto p = check_ok(policy_from(
     R"({"required":true,"logical_session_id":"global","required_backend":"nsjail","max_sessions":0,)"
-    R"("max_managed_processes":0,"max_grant_ttl_sec":60,"max_timeout_sec":30,"cpus":2,"memory_mb":256,)"
+    R"("max_managed_processes":0,"max_grant_ttl_sec":60,"max_timeout_sec":30,"cpus":1,"memory_mb":256,)"
     R"("pids_limit":64,"read_only_rootfs":false,"workspace_quota_mb":100,"readiness_cache_sec":0})"));
   BOOST_CHECK(p.required);
   BOOST_CHECK_EQUAL(p.required_backend, "nsjail");
   BOOST_CHECK_EQUAL(p.max_sessions, 0);
   BOOST_CHECK_EQUAL(p.max_grant_ttl_sec, 60);
   BOOST_CHECK_EQUAL(p.max_timeout_sec, 30);
-  BOOST_CHECK_EQUAL(p.cpus, 2.0);
+  BOOST_CHECK_EQUAL(p.cpus, 1.0);
   BOOST_CHECK_EQUAL(p.memory_mb, 256);
   BOOST_CHECK_EQUAL(p.pids_limit, 64);
   BOOST_CHECK(!p.read_only_rootfs);
@@ -439,6 +439,9 @@ BOOST_AUTO_TEST_CASE(policy_messages_follow_the_reference) {
     {R"({"cpus":"1"})", "cpus must be a number"},
     {R"({"cpus":0})", "cpus must be greater than 0"},
     {R"({"memory_mb":31})", "memory_mb must be at least 32"},
+    {R"({"memory_mb":17592186044416})", "memory_mb must be less than or equal to 1048576"},
+    {R"({"pids_limit":4194305})", "pids_limit must be less than or equal to 4194304"},
+    {R"({"workspace_quota_mb":16777217})", "workspace_quota_mb must be less than or equal to 16777216"},
     {R"({"memory_mb":true})", "memory_mb must be an integer"},
     {R"({"pids_limit":0})", "pids_limit must be greater than 0"},
     {R"({"pids_limit":"1"})", "pids_limit must be an integer"},
@@ -454,6 +457,8 @@ BOOST_AUTO_TEST_CASE(policy_messages_follow_the_reference) {
   for (const auto& [text, message] : cases) {
     BOOST_TEST_CONTEXT(text) { check_error(policy_from(text), ec::validation, message); }
   }
+  check_error(policy_from(R"({"cpus":1e300})"), ec::validation,
+              "cpus must be less than or equal to " + std::to_string(resource_bounds::cpus()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

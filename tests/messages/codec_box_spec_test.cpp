@@ -245,12 +245,30 @@ BOOST_AUTO_TEST_CASE(booleans_accept_only_true_and_false) {
 }
 
 BOOST_AUTO_TEST_CASE(cpus_accepts_integers_and_floats_but_not_bool_or_string) {
-  BOOST_CHECK_EQUAL(check_ok(spec_from(spec_with(R"(,"cpus":2)"))).cpus, 2.0);
+  BOOST_CHECK_EQUAL(check_ok(spec_from(spec_with(R"(,"cpus":1)"))).cpus, 1.0);
   BOOST_CHECK_EQUAL(check_ok(spec_from(spec_with(R"(,"cpus":0.25)"))).cpus, 0.25);
   check_spec_error(R"(,"cpus":true)", "cpus must be a number");
   check_spec_error(R"(,"cpus":"1.0")", "cpus must be a number");
   check_spec_error(R"(,"cpus":0)", "cpus must be greater than 0");
   check_spec_error(R"(,"cpus":-0.5)", "cpus must be greater than 0");
+}
+
+BOOST_AUTO_TEST_CASE(resource_values_above_their_bounds_are_refused_before_any_arithmetic) {
+  // 2^44 MiB would wrap memory_mb * 2^20 and leave memory unlimited.
+  check_spec_error(R"(,"memory_mb":17592186044416)", "memory_mb must be less than or equal to 1048576");
+  BOOST_CHECK(spec_from(spec_with(R"(,"memory_mb":1048576)")).ok());
+  check_spec_error(R"(,"memory_mb":1048577)", "memory_mb must be less than or equal to 1048576");
+  check_spec_error(R"(,"pids_limit":4194305)", "pids_limit must be less than or equal to 4194304");
+  BOOST_CHECK(spec_from(spec_with(R"(,"pids_limit":4194304)")).ok());
+  check_spec_error(R"(,"pids_limit":9223372036854775807)",
+                   "pids_limit must be less than or equal to 4194304");
+  const auto n = resource_bounds::cpus();
+  BOOST_CHECK(spec_from(spec_with(",\"cpus\":" + std::to_string(n))).ok());
+  check_spec_error(",\"cpus\":" + std::to_string(n) + ".5",
+                   "cpus must be less than or equal to " + std::to_string(n));
+  check_spec_error(R"(,"cpus":1e300)", "cpus must be less than or equal to " + std::to_string(n));
+  check_spec_error(R"(,"workspace_quota_mb":17592186044416)",
+                   "workspace_quota_mb must be less than or equal to 16777216");
 }
 
 BOOST_AUTO_TEST_CASE(resource_bounds_use_the_reference_messages) {
