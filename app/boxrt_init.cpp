@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -89,6 +90,20 @@ std::string make_dirs(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return "mkdir: cannot create directory '" + path + "': Not a directory";
   return {};
+}
+
+/// The last steps of a child before it execs a tenant's program: only stdio stays open
+/// (init's own channels must not outlive the fork), the process becomes dumpable again
+/// (init is not, so commands cannot open /proc/<init>/fd/* or attach to it; a child
+/// that is about to run tenant code holds nothing worth protecting), and its
+/// out-of-memory score is reset so the kernel picks the command, not init.
+void become_command() {
+  ::close_range(3, ~0U, 0);
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    (void)!::write(fd, "0", 1);
+    ::close(fd);
+  }
 }
 
 std::string io_path(const std::string& name, const char* suffix) {
@@ -185,16 +200,13 @@ proto::control_reply spawn(const proto::spawn_request& req) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
-    if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
-      (void)!::write(fd, "0", 1);
-      ::close(fd);
-    }
     int in = ::open(io_path(req.name, ".in").c_str(), O_RDONLY | O_CLOEXEC);
     int out = ::open(io_path(req.name, ".out").c_str(), O_WRONLY | O_CLOEXEC);
     int err = ::open(io_path(req.name, ".err").c_str(), O_WRONLY | O_CLOEXEC);
     if (in < 0 || out < 0 || err < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
       ::_exit(126);
     (void)!::write(sync[1], "o", 1);
+    become_command();
     if (auto e = make_dirs(req.cwd); !e.empty()) {
       write_all(2, e + "\n");
       ::_exit(1);
@@ -339,11 +351,6 @@ proto::exec_reply run(const proto::exec_request& req) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    // The command is the one the out-of-memory killer should pick, not this process.
-    if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
-      (void)!::write(fd, "0", 1);
-      ::close(fd);
-    }
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull >= 0 ? devnull : out[0], 0);
     ::dup2(out[1], 1);
@@ -351,6 +358,7 @@ proto::exec_reply run(const proto::exec_request& req) {
     if (::chdir(req.workdir.c_str()) != 0)
       ::_exit(1);
     ::signal(SIGPIPE, SIG_DFL);
+    become_command();
     ::execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     ::_exit(127);
   }
@@ -416,6 +424,10 @@ proto::exec_reply run(const proto::exec_request& req) {
 } // namespace
 
 int main() {
+  // Not dumpable: a command of the same uid can then neither open /proc/<init>/fd/*
+  // (init's pipes to the host) nor read its memory; the seccomp filter refuses the
+  // rest (signals, pidfd_getfd, ptrace). Children undo this right before they exec.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::signal(SIGPIPE, SIG_IGN);
   // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap); our managed
   // children by us, on SIGCHLD (children unblock it again).

@@ -38,6 +38,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/cgroup.hpp"
+#include "backends/deadline.hpp"
 #include "backends/init_protocol.hpp"
 #include "backends/managed.hpp"
 #include "backends/output.hpp"
@@ -161,6 +162,36 @@ read_status read_frame(int fd, std::string& payload, clock_type::time_point dead
       return read_status::closed;
     buf.append(chunk, static_cast<size_t>(n));
   }
+}
+
+/// Writes one whole frame to the non-blocking `fd` before `deadline`. A sandbox that
+/// stops reading (its init stopped, its pipe shrunk) makes this time out instead of
+/// blocking a pool thread for good; `stop` ends the wait on an interrupt.
+read_status write_frame(int fd, std::string_view data, clock_type::time_point deadline,
+                        const std::atomic<bool>* stop) {
+  while (!data.empty()) {
+    auto n = ::write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno != EAGAIN)
+      return read_status::closed;
+    if (stop && stop->load())
+      return read_status::closed;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+    if (left <= 0)
+      return read_status::timeout;
+    pollfd p{fd, POLLOUT, 0};
+    auto rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
+    if (rc < 0 && errno != EINTR)
+      return read_status::closed;
+    if (rc > 0 && (p.revents & (POLLERR | POLLHUP)) != 0)
+      return read_status::closed;
+  }
+  return read_status::ok;
 }
 
 std::string read_available(int fd) {
@@ -407,9 +438,9 @@ result<proto::control_reply> bwrap_session::control(std::string frame, int64_t i
   std::lock_guard lock{ctl_mtx};
   if (ctl_req < 0 || !alive())
     return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " is not running");
-  if (!proto::write_all(ctl_req, frame))
-    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
   auto deadline = clock_type::now() + control_timeout;
+  if (write_frame(ctl_req, frame, deadline, &interrupted_) != read_status::ok)
+    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
   for (;;) {
     std::string payload;
     // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
@@ -1057,8 +1088,8 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
   s->ctl_rep = high_fd(::open((s->io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
   if (s->ctl_req < 0 || s->ctl_rep < 0)
     return fail(make_box_error(ec::box_error, "bwrap sandbox " + sid + " has no control channel"));
-  // Requests are small; blocking writes keep a frame whole.
-  ::fcntl(s->ctl_req, F_SETFL, ::fcntl(s->ctl_req, F_GETFL) & ~O_NONBLOCK);
+  // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
+  ::fcntl(s->to_init, F_SETFL, ::fcntl(s->to_init, F_GETFL) | O_NONBLOCK);
   spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, pid);
   return std::shared_ptr<backend_session>{std::move(s)};
 }
@@ -1088,11 +1119,11 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
     return err;
   auto oom_before = s->group ? s->group->oom_kills() : 0;
   auto t0 = clock_type::now();
-  auto timeout = std::chrono::seconds{spec.timeout_sec};
+  auto deadline = deadline_after(t0, spec.timeout_sec);
   std::string payload;
-  auto st = proto::write_all(s->to_init, proto::encode(req))
-              ? read_frame(s->from_init, payload, t0 + timeout, &s->interrupted_)
-              : read_status::closed;
+  auto st = write_frame(s->to_init, proto::encode(req), deadline, &s->interrupted_);
+  if (st == read_status::ok)
+    st = read_frame(s->from_init, payload, deadline, &s->interrupted_);
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
   auto oom = s->group && s->group->oom_kills() > oom_before;
   if (st == read_status::timeout) {

@@ -1,6 +1,7 @@
 // The nsjail driver: argument builder, chroot preparation, cgroup v2 detection, and the
 // backend that runs them (sessions are directories; no process lives between execs).
 #include "backends/nsjail.hpp"
+#include "backends/deadline.hpp"
 #include "backends/output.hpp"
 #include "backends/readiness_keys.hpp"
 #include "backends/session_dir.hpp"
@@ -562,7 +563,7 @@ result<exec_result> nsjail_backend::exec(backend_session& session, const box_spe
   options.argv = nsjail_exec_args(spec, layout);
   options.env = {"PATH=" + host_path_env()};
   options.cwd = self->dir();
-  options.timeout = std::chrono::seconds{spec.timeout_sec};
+  options.timeout = saturating_ms(spec.timeout_sec);
   options.max_output_bytes = limits.max_output_bytes;
   auto run = run_process(options, &self->interrupted());
   if (!run.started)

@@ -1,5 +1,6 @@
 // The process backend: a session is a host directory, an exec a host shell in it.
 #include "backends/process_backend.hpp"
+#include "backends/deadline.hpp"
 #include "backends/managed.hpp"
 #include "backends/readiness_keys.hpp"
 #include "backends/session_dir.hpp"
@@ -177,7 +178,7 @@ result<exec_result> process_backend::exec(backend_session& session, const box_sp
   for (const auto& [key, value] : env)
     options.env.push_back(key + "=" + value);
   options.cwd = self->dir();
-  options.timeout = std::chrono::seconds{spec.timeout_sec};
+  options.timeout = saturating_ms(spec.timeout_sec);
   options.max_output_bytes = limits.max_output_bytes;
 
   auto run = run_process(options, &self->interrupted());

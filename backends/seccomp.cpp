@@ -2,14 +2,21 @@
 // in a function-local static, so the work runs once and concurrent first calls wait.
 #include "backends/seccomp.hpp"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <sched.h>
-#include <seccomp.h>
 #include <string_view>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <vector>
 
 namespace boxrt {
 
@@ -28,7 +35,38 @@ constexpr auto eperm_syscalls = std::to_array<std::string_view>({
   "process_vm_writev", "acct",         "quotactl",      "syslog",
   "iopl",            "ioperm",         "lookup_dcookie", "vhangup",
   "personality",
+  // Reaching into another process of the same uid (boxrt-init above all): its
+  // descriptors, its identity, and signals by descriptor (a pidfd or a /proc/<pid>
+  // directory, which the pid rules below cannot see).
+  "pidfd_getfd",     "kcmp",           "pidfd_send_signal", "process_madvise",
+  // Interfaces that bypass this filter or the namespaces: io_uring runs file and socket
+  // operations the filter never sees; memfd_secret hides memory from the host.
+  "io_uring_setup",  "io_uring_enter", "io_uring_register", "memfd_secret",
 });
+
+/// Syscalls added to the kernel after libseccomp 2.5.4 learned its tables, by number.
+struct raw_syscall {
+  const char* name;
+  int x86_64;
+};
+constexpr raw_syscall late_syscalls[] = {
+  {"fchmodat2", 452},
+};
+
+/// Processes of the sandbox that its commands must not signal: pid 1 (bwrap's reaper,
+/// which leads the sandbox's session and process group) and pid 2 (boxrt-init, in that
+/// group). As pids, as process groups (negative; -1 is also every process the caller
+/// may signal) and as owners of F_SETOWN.
+constexpr int protected_pids[] = {1, 2};
+constexpr uint32_t as_u32(int v) { return static_cast<uint32_t>(v); }
+
+/// Argument `arg` equals `value` in its low 32 bits. An int argument arrives in a 64-bit
+/// register whose upper half the kernel ignores and a caller may fill as it likes
+/// (sign-extended or not): an exact 64-bit comparison would let -1 slip through as
+/// 0x00000000ffffffff.
+constexpr scmp_arg_cmp low32_eq(unsigned int arg, uint32_t value) {
+  return scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, 0xffffffffull, value};
+}
 
 /// clone flags that create a namespace. CLONE_NEWTIME is left out: in clone(2) that
 /// bit belongs to the exit-signal byte.
@@ -63,6 +101,89 @@ std::string rc_text(const char* what, int rc) {
   return std::string{"seccomp filter: "} + what + " failed: " + std::strerror(-rc);
 }
 
+/// The syscall number of `name` here, or -1 when this architecture has none.
+int resolve(const char* name) {
+  if (auto nr = seccomp_syscall_resolve_name(name); nr >= 0)
+    return nr;
+#if defined(__x86_64__)
+  for (const auto& s : late_syscalls)
+    if (std::string_view{s.name} == name)
+      return s.x86_64;
+#endif
+  return -1;
+}
+
+/// Adds one rule; "" on success, else the message.
+std::string add(scmp_filter_ctx ctx, int errno_value, const char* name,
+                std::initializer_list<scmp_arg_cmp> args) {
+  auto nr = resolve(name);
+  if (nr < 0)
+    return {}; // not a syscall of this architecture
+  auto rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(errno_value), nr,
+                                   static_cast<unsigned int>(args.size()), std::data(args));
+  return rc < 0 ? rc_text((std::string{"rule for "} + name).c_str(), rc) : std::string{};
+}
+
+/// Rules that look at arguments. Several rules for one syscall are alternatives.
+std::string add_argument_rules(scmp_filter_ctx ctx) {
+  std::string err;
+  auto rule = [&](int e, const char* name, std::initializer_list<scmp_arg_cmp> args) {
+    if (err.empty())
+      err = add(ctx, e, name, args);
+  };
+  // Signals aimed at the sandbox's own init. pid_t arguments are ints: only the low 32
+  // bits count, whatever the caller left in the upper half of the register.
+  std::vector<uint32_t> targets{as_u32(-1)};
+  for (int p : protected_pids) {
+    targets.push_back(as_u32(p));
+    targets.push_back(as_u32(-p));
+  }
+  for (auto t : targets) {
+    rule(EPERM, "kill", {low32_eq(0, t)});
+    rule(EPERM, "rt_sigqueueinfo", {low32_eq(0, t)});
+    // F_SETOWN makes the kernel signal the owner when I/O is possible (F_SETSIG picks
+    // the signal): a signal by proxy.
+    rule(EPERM, "fcntl", {low32_eq(1, F_SETOWN), low32_eq(2, t)});
+  }
+  for (int p : protected_pids) {
+    rule(EPERM, "tkill", {low32_eq(0, as_u32(p))});
+    rule(EPERM, "tgkill", {low32_eq(0, as_u32(p))});
+    rule(EPERM, "tgkill", {low32_eq(1, as_u32(p))});
+    rule(EPERM, "rt_tgsigqueueinfo", {low32_eq(0, as_u32(p))});
+    rule(EPERM, "rt_tgsigqueueinfo", {low32_eq(1, as_u32(p))});
+    rule(EPERM, "pidfd_open", {low32_eq(0, as_u32(p))});
+  }
+  // The owner behind a pointer (F_SETOWN_EX, FIOSETOWN, SIOCSPGRP) cannot be checked.
+  rule(EPERM, "fcntl", {low32_eq(1, F_SETOWN_EX)});
+  rule(EPERM, "ioctl", {low32_eq(1, FIOSETOWN)});
+  rule(EPERM, "ioctl", {low32_eq(1, SIOCSPGRP)});
+  // vsock reaches the hypervisor and other guests: a network namespace does not
+  // isolate it.
+  rule(EAFNOSUPPORT, "socket", {low32_eq(0, AF_VSOCK)});
+  rule(EAFNOSUPPORT, "socketpair", {low32_eq(0, AF_VSOCK)});
+  // No set-uid or set-gid file, ever: such a file would lend the workspace's uid (or
+  // the host group) to any local user who can run it.
+  for (uint32_t bit : {uint32_t{S_ISUID}, uint32_t{S_ISGID}}) {
+    const auto mode_has = [bit](unsigned int arg) { return scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, bit, bit}; };
+    rule(EPERM, "chmod", {mode_has(1)});
+    rule(EPERM, "fchmod", {mode_has(1)});
+    rule(EPERM, "fchmodat", {mode_has(2)});
+    rule(EPERM, "fchmodat2", {mode_has(2)});
+    rule(EPERM, "creat", {mode_has(1)});
+    rule(EPERM, "mknod", {mode_has(1)});
+    rule(EPERM, "mknodat", {mode_has(2)});
+    // The mode of open counts only when it creates (O_CREAT or O_TMPFILE).
+    for (uint32_t creating : {uint32_t{O_CREAT}, uint32_t{__O_TMPFILE}}) {
+      rule(EPERM, "open", {scmp_arg_cmp{1, SCMP_CMP_MASKED_EQ, creating, creating}, mode_has(2)});
+      rule(EPERM, "openat", {scmp_arg_cmp{2, SCMP_CMP_MASKED_EQ, creating, creating}, mode_has(3)});
+    }
+  }
+  // openat2 carries its flags and mode behind a pointer: ENOSYS makes callers fall back
+  // to openat, whose arguments the rules above can see.
+  rule(ENOSYS, "openat2", {});
+  return err;
+}
+
 built_filter build() {
   built_filter out;
   filter_ctx filter{seccomp_init(SCMP_ACT_ALLOW)};
@@ -72,7 +193,7 @@ built_filter build() {
   }
   for (auto name : eperm_syscalls) {
     std::string text{name};
-    auto nr = seccomp_syscall_resolve_name(text.c_str());
+    auto nr = resolve(text.c_str());
     if (nr < 0)
       continue; // not a syscall of this architecture
     if (auto rc = seccomp_rule_add(filter.ctx, SCMP_ACT_ERRNO(EPERM), nr, 0); rc < 0) {
@@ -89,6 +210,10 @@ built_filter build() {
       out.error = rc_text("rule for clone", rc);
       return out;
     }
+  }
+  if (auto err = add_argument_rules(filter.ctx); !err.empty()) {
+    out.error = std::move(err);
+    return out;
   }
   if (auto nr = seccomp_syscall_resolve_name("clone3"); nr >= 0) {
     if (auto rc = seccomp_rule_add(filter.ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0); rc < 0) {

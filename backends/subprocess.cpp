@@ -1,6 +1,7 @@
 // run_process: everything the child needs is prepared before fork, the child makes only
 // async-signal-safe calls, and a CLOEXEC pipe tells the parent whether execve worked.
 #include "backends/subprocess.hpp"
+#include "backends/deadline.hpp"
 #include "backends/output.hpp"
 
 #include <algorithm>
@@ -353,7 +354,7 @@ run_outcome run_process(const run_options& options, const std::atomic<bool>* int
 
   unique_fd pidfd{open_pidfd(pid)};
   auto has_deadline = options.timeout.count() > 0;
-  auto deadline = started_at + options.timeout;
+  auto deadline = saturating_add<clock_type>(started_at, options.timeout);
   std::optional<clock_type::time_point> drain_until;
   bool child_done = false;
   int exit_code = -1;

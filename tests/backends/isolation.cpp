@@ -1,0 +1,280 @@
+// Walls a hostile tenant tried to break from inside its own sandbox, each tried again
+// here by a real program in a real sandbox (root, as CI runs). Every probe also runs as
+// a plain host child once (the controls), so a probe that could never succeed cannot
+// pass for a wall.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "managed_helpers.hpp"
+#include "temp_dir.hpp"
+#include "sandbox_fixture.hpp"
+
+using namespace boxrt;
+using namespace boxrt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+#if defined(__x86_64__)
+/// Python run as a command: tries every way a command has to reach the sandbox's own
+/// processes (pid 1, bwrap's reaper; pid 2, boxrt-init) and prints "name RESULT", RESULT
+/// being OK or the errno name. Signal 0 only checks permission, so nothing is harmed
+/// where a call gets through.
+const std::string reach_init_probe = R"(
+import ctypes, errno, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    return r, (ctypes.get_errno() if r < 0 else 0)
+def report(name, e):
+    print(name, errno.errorcode.get(e, str(e)) if e else 'OK', flush=True)
+def call(name, nr, *args):
+    r, e = sc(nr, *args)
+    report(name, e)
+    return r
+target = int(os.environ.get('TARGET', '2'))
+group = os.getpgid(target)
+print('pgid_of_init', group, flush=True)
+for label, pid in (('init', target), ('reaper', 1), ('init_group', -group), ('everyone', -1)):
+    call('kill_' + label, 62, pid, 0)
+call('tkill_init', 200, target, 0)
+call('tgkill_init', 234, target, target, 0)
+info = ctypes.create_string_buffer(128)
+ctypes.c_int.from_buffer(info, 8).value = -1   # si_code = SI_QUEUE
+call('rt_sigqueueinfo_init', 129, target, 0, info)
+call('rt_tgsigqueueinfo_init', 297, target, target, 0, info)
+fd = call('pidfd_open_init', 434, target, 0)
+if fd >= 0: os.close(fd)
+fd = call('pidfd_open_reaper', 434, 1, 0)
+if fd >= 0: os.close(fd)
+try:
+    d = os.open('/proc/%d' % target, os.O_RDONLY | os.O_DIRECTORY)
+    call('pidfd_send_signal_procdir', 424, d, 0, 0, 0)
+    os.close(d)
+except OSError as e:
+    report('pidfd_send_signal_procdir', e.errno)
+r, w = os.pipe()
+call('fcntl_setown_init', 72, r, 8, target)
+call('fcntl_setown_init_group', 72, r, 8, -group)
+owner = ctypes.c_int(target)
+s = socket.socket()
+call('ioctl_fiosetown_init', 16, s.fileno(), 0x8901, ctypes.byref(owner))
+s.close()
+self_fd = call('pidfd_open_self', 434, os.getpid(), 0)
+call('pidfd_getfd_self', 438, self_fd, 0, 0)
+call('kcmp_self', 312, os.getpid(), os.getpid(), 0, 0, 0)
+buf = ctypes.create_string_buffer(8)
+iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p).value, 8)
+call('process_vm_readv_self', 310, os.getpid(), iov, 1, iov, 1, 0)
+call('ptrace_seize_init', 101, 0x4206, target, 0, 0)
+for name, path, flags in (('open_init_stdout', '/proc/%d/fd/1' % target, os.O_WRONLY),
+                          ('open_init_stdin', '/proc/%d/fd/0' % target, os.O_WRONLY),
+                          ('open_init_environ', '/proc/%d/environ' % target, os.O_RDONLY),
+                          ('open_init_mem', '/proc/%d/mem' % target, os.O_RDONLY)):
+    try:
+        os.close(os.open(path, flags))
+        report(name, 0)
+    except OSError as e:
+        report(name, e.errno)
+)";
+
+/// Python: the other interfaces the filter must refuse (io_uring, vsock, memfd_secret,
+/// openat2) and every way to make a set-uid or set-gid file.
+const std::string refused_calls_probe = R"(
+import ctypes, errno, os, socket, stat, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def report(name, e):
+    print(name, errno.errorcode.get(e, str(e)) if e else 'OK', flush=True)
+def call(name, nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    report(name, ctypes.get_errno() if r < 0 else 0)
+    if r >= 0 and name in ('io_uring_setup', 'memfd_secret', 'openat2'):
+        os.close(r)
+params = ctypes.create_string_buffer(120)
+call('io_uring_setup', 425, 4, params)
+call('memfd_secret', 447, 0)
+how = ctypes.create_string_buffer(24)  # flags, mode, resolve: O_RDONLY
+call('openat2', 437, -100, b'/', how, 24)
+try:
+    socket.socket(40, socket.SOCK_STREAM).close()   # AF_VSOCK
+    report('socket_vsock', 0)
+except OSError as e:
+    report('socket_vsock', e.errno)
+d = tempfile.mkdtemp(dir=os.environ.get('SCRATCH', '/tmp'))
+f = os.path.join(d, 'plant')
+open(f, 'w').close()
+def attempt(name, fn):
+    try:
+        fn()
+        report(name, 0)
+    except OSError as e:
+        report(name, e.errno)
+attempt('chmod_plain', lambda: os.chmod(f, 0o755))
+attempt('chmod_setuid', lambda: os.chmod(f, 0o4755))
+attempt('chmod_setgid', lambda: os.chmod(f, 0o2755))
+fd = os.open(f, os.O_RDONLY)
+attempt('fchmod_setuid', lambda: os.fchmod(fd, 0o4755))
+os.close(fd)
+dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+attempt('fchmodat_setgid', lambda: os.chmod('plant', 0o2755, dir_fd=dfd))
+call('fchmodat2_setuid', 452, dfd, b'plant', 0o4755, 0)
+attempt('open_creat_setuid', lambda: os.close(os.open(os.path.join(d, 'born'), os.O_CREAT | os.O_WRONLY, 0o4755)))
+attempt('mknod_setgid', lambda: os.mknod(os.path.join(d, 'node'), stat.S_IFREG | 0o2755))
+attempt('open_creat_plain', lambda: os.close(os.open(os.path.join(d, 'plain'), os.O_CREAT | os.O_WRONLY, 0o755)))
+modes = [os.lstat(os.path.join(d, n)).st_mode & 0o6000 for n in os.listdir(d)]
+print('special_bits', sum(1 for m in modes if m), flush=True)
+)";
+
+/// Runs `python` as a plain host child (no sandbox, no filter) and returns its report.
+std::string run_on_host(const std::string& python, const std::string& env = {}) {
+  std::string cmd = env + " " + python_cmd(python);
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  BOOST_REQUIRE(p != nullptr);
+  char buf[4096];
+  while (auto n = std::fread(buf, 1, sizeof buf, p))
+    out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+/// The host pid of the boxrt-init that is pid 2 inside a sandbox started by this
+/// process (a descendant of it), or -1.
+pid_t host_pid_of_init() {
+  auto descends_from_us = [](pid_t pid) {
+    for (int hops = 0; pid > 1 && hops < 16; ++hops) {
+      std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
+      pid_t parent = -1;
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("PPid:", 0) == 0)
+          parent = std::stoi(line.substr(5));
+      if (parent == ::getpid())
+        return true;
+      pid = parent;
+    }
+    return false;
+  };
+  for (auto& e : fs::directory_iterator{"/proc"}) {
+    auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream cmdline{e.path() / "cmdline"};
+    std::string argv0;
+    std::getline(cmdline, argv0, '\0');
+    if (argv0 == "/.boxrt/init" && descends_from_us(std::stoi(name)))
+      return std::stoi(name);
+  }
+  return -1;
+}
+#endif
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(isolation_suite, *boost::unit_test::precondition(sandbox_precondition))
+
+#if defined(__x86_64__)
+
+BOOST_FIXTURE_TEST_CASE(a_command_can_neither_signal_nor_reach_init, sandbox_fixture) {
+  auto s = spec("reach-init");
+  auto session = start(s);
+  auto report = report_lines(run(*session, s, python_cmd(reach_init_probe)).stdout_text);
+  // bwrap's reaper leads the sandbox's session and process group, init is in it: its
+  // group is 1, which kill() can only reach as -1, every process.
+  BOOST_TEST(report["pgid_of_init"] == "1");
+  for (const char* name : {"kill_init", "kill_reaper", "kill_init_group", "kill_everyone", "tkill_init",
+                           "tgkill_init", "rt_sigqueueinfo_init", "rt_tgsigqueueinfo_init", "pidfd_open_init",
+                           "pidfd_open_reaper", "pidfd_send_signal_procdir", "fcntl_setown_init",
+                           "fcntl_setown_init_group", "ioctl_fiosetown_init", "pidfd_getfd_self", "kcmp_self",
+                           "process_vm_readv_self", "ptrace_seize_init"})
+    BOOST_TEST(report[name] == "EPERM", name << ": " << report[name]);
+  // init is not dumpable: its pipes to the host and its memory stay closed.
+  for (const char* name : {"open_init_stdout", "open_init_stdin", "open_init_environ", "open_init_mem"})
+    BOOST_TEST(report[name] == "EACCES", name << ": " << report[name]);
+  // The session is still served.
+  BOOST_TEST(run(*session, s, "echo alive").stdout_text == "alive");
+  backend->stop_session(*session);
+}
+
+BOOST_AUTO_TEST_CASE(control_the_reach_probes_get_through_without_the_sandbox) {
+  // Aimed at a child of our own uid (the probe's own shell), without filter or dumpable
+  // guard: the same calls succeed, so the probe above can fail.
+  auto report = report_lines(run_on_host(reach_init_probe, "TARGET=$$"));
+  for (const char* name : {"kill_init", "tkill_init", "tgkill_init", "pidfd_open_init", "pidfd_send_signal_procdir",
+                           "fcntl_setown_init", "ioctl_fiosetown_init", "pidfd_getfd_self", "kcmp_self",
+                           "process_vm_readv_self", "open_init_environ"})
+    BOOST_TEST(report[name] == "OK", name << ": " << report[name]);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_stopped_init_costs_an_exec_at_most_its_timeout, sandbox_fixture) {
+  auto s = spec("stopped-init");
+  auto session = start(s);
+  BOOST_REQUIRE(run(*session, s, "true").exit_code == 0);
+  auto init = host_pid_of_init();
+  BOOST_REQUIRE(init > 0);
+  // Whatever stops init (here the host, standing in for any way a command finds), the
+  // next request must not block a worker for good: a command bigger than a pipe's
+  // buffer cannot be written to a stopped reader.
+  BOOST_REQUIRE(::kill(init, SIGSTOP) == 0);
+  s.timeout_sec = 2;
+  auto big = s;
+  big.cmd = ": " + std::string(256 * 1024, 'x') + "; echo done";
+  auto reply = std::async(std::launch::async, [&] { return backend->exec(*session, big, exec_limits{}); });
+  auto answered = reply.wait_for(std::chrono::seconds{s.timeout_sec + 5}) == std::future_status::ready;
+  if (!answered)
+    session->interrupt(); // let the stuck write go, so the test can end
+  BOOST_REQUIRE_MESSAGE(answered, "the exec was not answered within timeout_sec + 5 s");
+  auto r = reply.get();
+  BOOST_TEST((!r.ok() || r.value().status == exec_status::timed_out));
+  ::kill(init, SIGCONT);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(io_uring_vsock_memfd_secret_and_openat2_are_refused, sandbox_fixture) {
+  auto s = spec("refused");
+  auto session = start(s);
+  auto report = report_lines(run(*session, s, python_cmd(refused_calls_probe)).stdout_text);
+  BOOST_TEST(report["io_uring_setup"] == "EPERM");
+  BOOST_TEST(report["memfd_secret"] == "EPERM");
+  BOOST_TEST(report["socket_vsock"] == "EAFNOSUPPORT");
+  BOOST_TEST(report["openat2"] == "ENOSYS");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(no_set_uid_or_set_gid_file_can_be_made_inside, sandbox_fixture) {
+  auto s = spec("setuid", tenant("5e75e75e75e75e75e75e75e7"));
+  auto session = start(s);
+  auto report = report_lines(run(*session, s, "SCRATCH=/workspace " + python_cmd(refused_calls_probe)).stdout_text);
+  BOOST_TEST(report["chmod_plain"] == "OK");
+  BOOST_TEST(report["open_creat_plain"] == "OK");
+  for (const char* name : {"chmod_setuid", "chmod_setgid", "fchmod_setuid", "fchmodat_setgid", "fchmodat2_setuid",
+                           "open_creat_setuid", "mknod_setgid"})
+    BOOST_TEST(report[name] == "EPERM", name << ": " << report[name]);
+  BOOST_TEST(report["special_bits"] == "0");
+  backend->stop_session(*session);
+}
+
+BOOST_AUTO_TEST_CASE(control_the_refused_calls_work_without_the_filter) {
+  testing::temp_dir scratch;
+  auto report = report_lines(run_on_host(refused_calls_probe, "SCRATCH=" + scratch.str()));
+  for (const char* name : {"io_uring_setup", "openat2", "chmod_setuid", "chmod_setgid", "fchmod_setuid",
+                           "fchmodat_setgid", "fchmodat2_setuid", "open_creat_setuid", "mknod_setgid"})
+    BOOST_TEST(report[name] == "OK", name << ": " << report[name]);
+  BOOST_TEST(report["special_bits"] != "0");
+}
+
+#endif
+
+BOOST_AUTO_TEST_SUITE_END()
