@@ -8,6 +8,7 @@
 
 #include "actors/caf_support.hpp"
 #include "backends/skill_actions.hpp"
+#include "backends/transfer_store.hpp"
 
 namespace boxrt {
 
@@ -20,7 +21,7 @@ struct skill_state {
   ~skill_state() {
     for (auto& p : queue)
       if (!p.job.file_path.empty())
-        ::unlink(p.job.file_path.c_str());
+        remove_transfer_file(p.job.file_path);
   }
 
   struct pending {
@@ -64,7 +65,7 @@ void run_next(self_ptr self) {
         auto lease = work->backend->acquire_skill_storage(work->root);
         if (!lease) {
           if (!job.file_path.empty())
-            ::unlink(job.file_path.c_str());
+            remove_transfer_file(job.file_path);
           out.error = lease.error();
           caf::anon_send(handle, done_atom_v, token, std::move(out));
           return;

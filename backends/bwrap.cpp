@@ -40,6 +40,7 @@
 #include "backends/cgroup.hpp"
 #include "backends/deadline.hpp"
 #include "backends/init_protocol.hpp"
+#include "backends/linux/beneath.hpp"
 #include "backends/managed.hpp"
 #include "backends/output.hpp"
 #include "backends/quota.hpp"
@@ -209,48 +210,15 @@ std::string read_available(int fd) {
   return std::string{strip(out)};
 }
 
-/// Gives a workspace directory to the sandbox uid (not following symlinks), so the
-/// unprivileged command can write what the spec says it may write.
-/// Chowns the tree below the open directory `dirfd` without ever following a symlink:
-/// each level is opened relative to its parent with O_NOFOLLOW, so a sandbox that swaps
-/// a folder for a link while this runs cannot redirect it to host files.
-void hand_over_at(int dirfd, uint32_t uid, uint32_t gid, int depth) {
-  if (depth > 64)
-    return;
-  int fd = ::dup(dirfd);
-  if (fd < 0)
-    return;
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    ::close(fd);
-    return;
-  }
-  while (auto* e = ::readdir(d)) {
-    std::string_view name{e->d_name};
-    if (name == "." || name == "..")
-      continue;
-    ::fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW);
-    int sub = ::openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sub >= 0) {
-      hand_over_at(sub, uid, gid, depth + 1);
-      ::close(sub);
-    }
-  }
-  ::closedir(d);
-}
-
-/// Gives a workspace directory to the sandbox uid (see hand_over_at), so the
-/// unprivileged command can write what the spec says it may write.
-void hand_over(const std::string& dir, uint32_t uid, uint32_t gid) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return;
+/// Gives the folder `fd` and everything below it to the sandbox uid, so the
+/// unprivileged command can write what the spec says it may write (descriptor walk:
+/// a sandbox that swaps a folder for a link meanwhile redirects nothing).
+void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown) {
   struct stat st{};
-  if (::fstat(fd, &st) == 0 && !(st.st_uid == uid && st.st_gid == gid)) {
-    ::fchown(fd, uid, gid);
-    hand_over_at(fd, uid, gid, 0);
-  }
-  ::close(fd);
+  if (::fstat(fd, &st) == 0 && st.st_uid == uid && st.st_gid == gid)
+    return;
+  if (auto e = beneath::hand_over(fd, uid, gid); e != 0)
+    spdlog::warn("bwrap: cannot hand {} over to uid {}: {}", shown, uid, std::strerror(e));
 }
 
 /// True when `p` is `base` or lies below it.
@@ -266,41 +234,43 @@ std::string skill_mount_name(const box_spec& spec, const mount_spec& m) {
   return m.mount_path.substr(spec.mount_path.size() + 9); // after "/.skills/"
 }
 
-/// Attaches `source` at `target` in boxd's own mount namespace, read-only from the
-/// start when `ro` (a remount would not reach the sandbox's copies), so the new mount
-/// propagates into the sandbox through the shared skills view.
-box_error attach_bind(const std::string& source, const std::string& target, bool ro) {
-  int tree = static_cast<int>(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+/// Attaches the folder `source` (a descriptor) at `target` in boxd's own mount
+/// namespace, read-only from the start when `ro` (a remount would not reach the
+/// sandbox's copies), so the new mount propagates into the sandbox through the shared
+/// skills view.
+box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro) {
+  int tree = static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
   if (tree < 0)
-    return make_box_error(ec::box_error, "cannot mount " + source + ": " + std::strerror(errno));
+    return make_box_error(ec::box_error, "cannot mount " + shown + ": " + std::strerror(errno));
+  unique_fd owned{tree};
   if (ro) {
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
-      ::close(tree);
-      return make_box_error(ec::box_error, "cannot make " + source + " read-only: " + std::strerror(errno));
-    }
+    if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+      return make_box_error(ec::box_error, "cannot make " + shown + " read-only: " + std::strerror(errno));
   }
-  auto rc = ::move_mount(tree, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
-  int e = errno;
-  ::close(tree);
-  if (rc != 0)
-    return make_box_error(ec::box_error, "cannot mount " + source + " at " + target + ": " + std::strerror(e));
+  if (::move_mount(tree, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return make_box_error(ec::box_error, "cannot mount " + shown + " at " + target + ": " + std::strerror(errno));
   return {};
 }
 
-/// Detaches every mount at or below `dir`, then removes `dir` only if nothing is
-/// mounted there any more: a removal must never reach through a mount into a skill
-/// package or a workspace.
+/// Detaches every mount at or below `dir`, then removes `dir` (a folder of boxd's state)
+/// by descriptor: the removal never enters a mount, so it cannot reach into a skill
+/// package or a workspace, and a failure is logged, not ignored.
 void unmount_and_remove(const std::string& dir) {
   for (auto& m : mounts_under(dir))
-    ::umount2(m.c_str(), MNT_DETACH);
+    ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   if (!mounts_under(dir).empty()) {
     spdlog::warn("bwrap: {} still has mounts; not removed", dir);
     return;
   }
-  std::error_code err;
-  fs::remove_all(dir, err);
+  auto slash = dir.rfind('/');
+  auto parent = beneath::open_root(dir.substr(0, slash == 0 ? 1 : slash));
+  if (!parent)
+    return;
+  if (auto err = beneath::remove_tree(parent.get(), dir.substr(slash + 1)))
+    spdlog::warn("bwrap: cannot remove {} ({}: {}); retried at the next start", dir, err.detail,
+                 std::strerror(err.error));
 }
 
 /// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.
@@ -810,31 +780,35 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     close_sources();
     close_trees();
   };
-  auto open_source = [&](const std::string& path, mount_mode mode, bool detach = true) -> box_error {
-    if (!fs::exists(path, err)) {
-      if (mode != mount_mode::rw)
+  // boxd's own state is never a tenant's mount, nor inside one.
+  auto in_state = [&](const std::string& real) { return within(real, opts_.state_dir) || within(opts_.state_dir, real); };
+  /// Opens one source: host paths by a walk that follows no link a sandbox could have
+  /// planted (open_trusted), a missing writable one created on the way; judged again
+  /// by the path the kernel reports for the open folder; handed over to the sandbox
+  /// uid through that same descriptor when `hand`. `label` names a tenant's source
+  /// ("" for boxd's own folders).
+  auto open_source = [&](const std::string& path, mount_mode mode, bool detach = true, const std::string& label = {},
+                         bool hand = false) -> box_error {
+    auto fd = mode == mount_mode::rw ? beneath::make_dirs_trusted(path, 0755) : beneath::open_trusted(path, O_PATH);
+    if (!fd) {
+      if (errno == ENOENT)
         return make_box_error(ec::box_error, "host path " + path + " does not exist");
-      fs::create_directories(path, err);
-      if (err)
-        return make_box_error(ec::box_error, "cannot create " + path + ": " + err.message());
-    }
-    auto real = fs::canonical(path, err).string();
-    if (err)
-      return make_box_error(ec::box_error, "cannot resolve " + path + ": " + err.message());
-    // No symlink may appear between resolving and opening (a sandbox could swap one
-    // in below a folder it can write).
-    open_how how{};
-    how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_NO_SYMLINKS;
-    int fd = high_fd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, real.c_str(), &how, sizeof how)));
-    if (fd < 0)
+      if (errno == ELOOP)
+        return make_box_error(ec::box_error, "host path " + path + " leads through a link that a sandbox can change");
       return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
-    source_fds.push_back(fd);
+    }
+    auto real = beneath::path_of(fd.get());
+    if (!label.empty() && in_state(real))
+      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+    if (hand)
+      hand_over(fd.get(), uid, gid, path);
+    int raw = high_fd(fd.release());
+    source_fds.push_back(raw);
     source_paths.push_back(real);
     int tree = -1;
     if (detach) {
       tree = high_fd(static_cast<int>(
-        ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
+        ::open_tree(raw, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
       if (tree < 0)
         return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
     }
@@ -842,12 +816,13 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     return {};
   };
 
-  // boxd's own state is never a tenant's mount, nor inside one.
+  // The same judgement by the spec's own text first, before anything is created or
+  // mounted for it.
   auto blocked = [&](const std::string& label, const std::string& path) -> box_error {
     auto p = fs::weakly_canonical(path, err).lexically_normal().string();
     while (p.size() > 1 && p.back() == '/')
       p.pop_back();
-    if (within(p, opts_.state_dir) || within(opts_.state_dir, p))
+    if (in_state(p))
       return make_box_error(ec::validation, label + " " + path + " is blocked for security");
     return {};
   };
@@ -872,17 +847,12 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
         return fail(lease.error());
       s->leases.push_back(std::move(lease.value()));
     }
-    if (auto e = open_source(spec.host_path, spec.host_path_mode))
+    if (auto e = open_source(spec.host_path, spec.host_path_mode, true, own_paths ? "" : "host_path",
+                             spec.host_path_mode == mount_mode::rw))
       return fail(e);
-    if (spec.host_path_mode == mount_mode::rw)
-      hand_over(spec.host_path, uid, gid);
   } else if (spec.workspace_quota_mb <= 0) {
     s->private_dir = opts_.state_dir + "/sessions/" + sid;
-    fs::create_directories(s->private_dir + "/workspace", err);
-    if (err)
-      return fail(make_box_error(ec::box_error, "cannot create " + s->private_dir + ": " + err.message()));
-    hand_over(s->private_dir + "/workspace", uid, gid);
-    if (auto e = open_source(s->private_dir + "/workspace", mount_mode::rw))
+    if (auto e = open_source(s->private_dir + "/workspace", mount_mode::rw, true, "", true))
       return fail(e);
   }
   // The workspace's skill storage has a hard quota of its own.
@@ -898,10 +868,9 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
   for (auto& m : spec.extra_mounts) {
     if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
       continue;
-    if (auto e = open_source(m.host_path, m.mode))
+    auto label = "extra_mounts[" + std::to_string(&m - spec.extra_mounts.data()) + "].host_path";
+    if (auto e = open_source(m.host_path, m.mode, true, own_paths ? "" : label, m.mode == mount_mode::rw))
       return fail(e);
-    if (m.mode == mount_mode::rw)
-      hand_over(m.host_path, uid, gid);
   }
   // The skills view: a folder of this session, bound onto itself and made shared, so
   // skills mounted into it later (per exec) appear in the sandbox. A read-only
@@ -1196,17 +1165,18 @@ box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
   for (auto& [name, m] : want) {
     if (s.skills_mounted.contains(name))
       continue;
-    std::error_code err;
-    if (!fs::is_directory(m.host_path, err))
+    auto source = beneath::open_trusted(m.host_path, O_PATH | O_DIRECTORY);
+    if (!source)
       return make_box_error(ec::box_error, "skill package " + m.host_path + " does not exist");
-    auto real = fs::weakly_canonical(m.host_path, err).lexically_normal().string();
+    auto real = beneath::path_of(source.get());
     if (within(real, opts_.state_dir) || within(opts_.state_dir, real))
       return make_box_error(ec::validation, "skill mount " + m.host_path + " is blocked for security");
     auto point = s.skills_view + "/" + name;
+    std::error_code err;
     fs::create_directories(point, err);
     if (m.mode == mount_mode::rw)
-      hand_over(m.host_path, s.uid, s.gid); // writable for the sandbox uid, as the spec says
-    if (auto e = attach_bind(m.host_path, point, m.mode == mount_mode::ro)) {
+      hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
+    if (auto e = attach_bind(source.get(), m.host_path, point, m.mode == mount_mode::ro)) {
       ::rmdir(point.c_str());
       return e;
     }

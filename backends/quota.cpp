@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "backends/linux/beneath.hpp"
 #include "messages/tenancy.hpp"
 
 extern char** environ;
@@ -110,11 +111,17 @@ std::string record_name(const std::string& mount_point) {
 }
 
 box_error unmount(const std::string& mount_point) {
-  if (::umount2(mount_point.c_str(), 0) == 0 || errno == EINVAL || errno == ENOENT)
+  // The mount point may lie in a tree a tenant can write: it is reached by a walk that
+  // follows no link a tenant could have planted, and unmounted through that descriptor.
+  auto fd = beneath::open_trusted(mount_point, O_PATH | O_DIRECTORY);
+  if (!fd)
+    return errno == ENOENT ? box_error{} : make_box_error(ec::box_error, "cannot reach " + mount_point + ": " + std::strerror(errno));
+  auto target = "/proc/self/fd/" + std::to_string(fd.get());
+  if (::umount2(target.c_str(), 0) == 0 || errno == EINVAL)
     return {};
   // Something still holds it (a process that is exiting): detach lazily; the loop
   // device goes with the last reference.
-  if (::umount2(mount_point.c_str(), MNT_DETACH) == 0)
+  if (::umount2(target.c_str(), MNT_DETACH) == 0)
     return {};
   return make_box_error(ec::box_error, "cannot unmount " + mount_point + ": " + std::strerror(errno));
 }
@@ -130,9 +137,26 @@ loop_quota::lease::~lease() {
 }
 
 box_error loop_quota::mount_image(const std::string& image, const std::string& mount_point) {
+  auto target = beneath::make_dirs_trusted(mount_point, 0755);
+  if (!target)
+    return make_box_error(ec::box_error, "cannot create " + mount_point + ": " + std::strerror(errno));
+  // Mounted at a folder of boxd's own state first, then moved onto the mount point's
+  // descriptor: no path through a tenant's tree is ever looked up by the mount.
+  std::error_code err;
+  auto stage = records_dir_ + "/.stage-" + record_name(mount_point);
+  fs::create_directories(stage, err);
   // nodev/nosuid: nothing on a tenant's image can become a device or gain privileges.
-  if (auto err = run_tool({"mount", "-o", "loop,nodev,nosuid", image, mount_point}); !err.empty())
-    return make_box_error(ec::box_error, "cannot mount the quota image of " + mount_point + ": " + err);
+  if (auto e = run_tool({"mount", "-o", "loop,nodev,nosuid", image, stage}); !e.empty()) {
+    fs::remove(stage, err);
+    return make_box_error(ec::box_error, "cannot mount the quota image of " + mount_point + ": " + e);
+  }
+  auto moved = ::move_mount(AT_FDCWD, stage.c_str(), target.get(), "", MOVE_MOUNT_T_EMPTY_PATH);
+  auto why = errno;
+  if (moved != 0)
+    ::umount2(stage.c_str(), MNT_DETACH);
+  fs::remove(stage, err);
+  if (moved != 0)
+    return make_box_error(ec::box_error, "cannot mount the quota image of " + mount_point + ": " + std::strerror(why));
   return {};
 }
 
@@ -148,9 +172,8 @@ result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string
   std::error_code err;
   fs::create_directories(images_dir_, err);
   fs::create_directories(records_dir_, err);
-  fs::create_directories(mount_point, err);
-  if (err)
-    return make_box_error(ec::box_error, "cannot create " + mount_point + ": " + err.message());
+  if (!beneath::make_dirs_trusted(mount_point, 0755))
+    return make_box_error(ec::box_error, "cannot create " + mount_point + ": " + std::strerror(errno));
   auto image = images_dir_ + "/" + name + ".ext4";
   if (!fs::exists(image)) {
     // Built under a temporary name: a failed mkfs never leaves a half image behind.
@@ -207,6 +230,12 @@ void loop_quota::cleanup_recorded() {
   if (!fs::is_directory(records_dir_, err))
     return;
   for (auto& entry : fs::directory_iterator{records_dir_, err}) {
+    if (entry.path().filename().string().starts_with(".stage-")) {
+      // A crash between mounting at the stage and moving the mount away.
+      ::umount2(entry.path().c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+      fs::remove(entry.path(), err);
+      continue;
+    }
     std::ifstream in{entry.path()};
     std::string mount_point;
     std::getline(in, mount_point);

@@ -1,14 +1,17 @@
 #include "backends/session_dir.hpp"
+#include "backends/linux/beneath.hpp"
 #include "backends/mount_policy.hpp"
 
-#include <filesystem>
+#include <sys/stat.h>
+
+#include <cstring>
 #include <random>
+
+#include <spdlog/spdlog.h>
 
 namespace boxrt {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 bool safe_char(char c) noexcept {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
@@ -63,31 +66,39 @@ box_error check_host_denylist(const box_spec& spec) {
 box_error prepare_host_path(const box_spec& spec, const std::string& backend) {
   if (auto err = check_host_denylist(spec))
     return err;
-  std::error_code err;
   if (!spec.host_path.empty() && spec.host_path_mode == mount_mode::rw) {
-    fs::create_directories(spec.host_path, err);
-    if (err)
-      return make_box_error(ec::box_error, backend + " backend error: cannot create host_path "
-                                             + spec.host_path + ": " + err.message());
+    // Created component by component, following no link a tenant could have planted.
+    if (!beneath::make_dirs_trusted(spec.host_path, 0755))
+      return make_box_error(ec::box_error, backend + " backend error: cannot create host_path " + spec.host_path
+                                             + ": " + std::strerror(errno));
   }
   return {};
 }
 
 size_t remove_foreign_session_dirs(const std::string& base, const std::string& instance) {
-  std::error_code err;
+  auto dir = beneath::open_root(base, O_RDONLY | O_DIRECTORY);
+  if (!dir)
+    return 0;
+  bool over = false;
+  auto names = beneath::list(dir.get(), SIZE_MAX, over);
+  if (!names)
+    return 0;
   auto prefix = instance + "_";
   size_t removed = 0;
-  for (const auto& entry : fs::directory_iterator{base, err}) {
-    std::error_code kind_err;
-    if (!entry.is_directory(kind_err) || entry.is_symlink(kind_err))
+  for (const auto& name : *names) {
+    struct stat st{};
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
       continue;
-    auto name = entry.path().filename().string();
     if (!instance.empty() && name.starts_with(prefix))
       continue;
-    std::error_code rm_err;
-    fs::remove_all(entry.path(), rm_err);
-    if (!rm_err)
-      ++removed;
+    // By descriptor: a session folder a tenant could write is walked without following
+    // a link, however its folders are swapped meanwhile.
+    if (auto err = beneath::remove_tree(dir.get(), name)) {
+      spdlog::warn("cannot remove {}/{} ({}: {}); retried at the next start", base, name, err.detail,
+                   std::strerror(err.error));
+      continue;
+    }
+    ++removed;
   }
   return removed;
 }

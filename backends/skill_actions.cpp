@@ -7,6 +7,7 @@
 
 #include <simdjson.h>
 
+#include "backends/transfer_store.hpp"
 #include "messages/json.hpp"
 
 namespace boxrt {
@@ -112,7 +113,7 @@ struct upload_guard {
   explicit upload_guard(std::string p) : path(std::move(p)) {}
   ~upload_guard() {
     if (!path.empty())
-      ::unlink(path.c_str());
+      remove_transfer_file(path);
   }
   std::string path;
 };

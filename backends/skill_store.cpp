@@ -1,6 +1,9 @@
-// The Workspace-scoped skill store (§11). Paths are resolved the way Python's
-// os.path.realpath does (dangling symlinks included) so containment checks see through
-// every link; files are opened on the resolved path with O_NOFOLLOW.
+// The Workspace-scoped skill store (§11). Packages are mounted into sandboxes, so a
+// tenant can change them while the store works: every file operation below the store
+// root goes through descriptors resolved beneath it (backends/linux/beneath.hpp), links
+// followed only while they stay inside the package. Host paths given by the host (a
+// package_root, a scan path) are judged as Python's os.path.realpath judges them, then
+// opened beneath the root without following anything.
 #include "backends/skill_store.hpp"
 
 #include <dirent.h>
@@ -21,6 +24,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <spdlog/spdlog.h>
+
+#include "backends/linux/beneath.hpp"
+#include "backends/session_dir.hpp"
 #include "backends/skill_zip.hpp"
 #include "messages/json.hpp"
 #include "messages/time.hpp"
@@ -37,8 +44,7 @@ box_error invalid(std::string text) {
 
 /// Python's OSError text: "[Errno 2] No such file or directory: '<path>'".
 box_error os_error(int err, const std::string& path) {
-  return invalid("[Errno " + std::to_string(err) + "] " + std::system_category().message(err)
-                 + ": '" + path + "'");
+  return invalid(beneath::os_error_text(err, path));
 }
 
 // --- UTF-8 and Python str semantics -------------------------------------------------
@@ -300,146 +306,6 @@ bool within(const std::string& root, const std::string& p) {
   return p == root || p.starts_with(root == "/" ? root : root + "/");
 }
 
-/// True when `p` lies strictly below `root`.
-bool below(const std::string& root, const std::string& p) {
-  return p != root && within(root, p);
-}
-
-bool is_dir(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool is_file(const std::string& p) {
-  struct stat st{};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-bool lexists(const std::string& p) {
-  struct stat st{};
-  return ::lstat(p.c_str(), &st) == 0;
-}
-
-/// Sorted names of a directory (without "." and ".."), or nullopt if unreadable.
-std::optional<std::vector<std::string>> list_dir(const std::string& dir, size_t limit,
-                                                 bool& over_limit) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr)
-    return std::nullopt;
-  std::vector<std::string> names;
-  over_limit = false;
-  while (auto* ent = ::readdir(d)) {
-    std::string_view n = ent->d_name;
-    if (n == "." || n == "..")
-      continue;
-    if (names.size() >= limit) {
-      over_limit = true;
-      break;
-    }
-    names.emplace_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-/// Reads a regular file of at most `limit` bytes; `too_big` reports the limit case.
-result<std::string> read_limited(const std::string& path, uint64_t limit, bool& too_big) {
-  too_big = false;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
-    return os_error(errno, path);
-  std::string data;
-  char buf[65536];
-  while (true) {
-    auto n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return os_error(err, path);
-    }
-    if (n == 0)
-      break;
-    data.append(buf, static_cast<size_t>(n));
-    if (data.size() > limit) {
-      too_big = true;
-      break;
-    }
-  }
-  ::close(fd);
-  return data;
-}
-
-/// Writes `content` to `path`, never through a symlink at the last component.
-box_error write_text(const std::string& path, std::string_view content) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return os_error(errno, path);
-  size_t off = 0;
-  while (off < content.size()) {
-    auto n = ::write(fd, content.data() + off, content.size() - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      return os_error(err, path);
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return {};
-}
-
-/// makedirs(exist_ok=True).
-box_error make_dirs(const std::string& p) {
-  std::error_code err;
-  fs::create_directories(p, err);
-  if (err && !is_dir(p))
-    return os_error(err.value(), p);
-  return {};
-}
-
-/// Copies the regular files and directories below `from` into the existing directory
-/// `to`; anything else is skipped.
-box_error copy_contents(const std::string& from, const std::string& to) {
-  bool over = false;
-  auto names = list_dir(from, SIZE_MAX, over);
-  if (!names)
-    return os_error(errno, from);
-  for (const auto& n : *names) {
-    const auto src = from + "/" + n;
-    const auto dst = to + "/" + n;
-    struct stat st{};
-    if (::lstat(src.c_str(), &st) != 0)
-      return os_error(errno, src);
-    if (S_ISDIR(st.st_mode)) {
-      if (::mkdir(dst.c_str(), 0755) != 0)
-        return os_error(errno, dst);
-      if (auto err = copy_contents(src, dst))
-        return err;
-    } else if (S_ISREG(st.st_mode)) {
-      std::error_code err;
-      fs::copy_file(src, dst, err);
-      if (err)
-        return os_error(err.value(), dst);
-      ::chmod(dst.c_str(), st.st_mode & 07777);
-    }
-  }
-  return {};
-}
-
-/// Removes a tree on scope exit.
-struct remove_on_exit {
-  std::string path;
-  ~remove_on_exit() {
-    std::error_code err;
-    if (!path.empty())
-      fs::remove_all(path, err);
-  }
-};
 
 int64_t epoch_us(const struct timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + (ts.tv_nsec + 500) / 1000;
@@ -637,28 +503,73 @@ std::string to_json(const std::vector<skill>& skills) {
 
 namespace {
 
-using found_package = std::pair<std::string, std::string>; // dir, entry file
+using beneath::links;
 
-std::optional<found_package> find_entry(const std::string& dir) {
-  for (const char* candidate : {"SKILL.md", "skill.md"})
-    if (is_file(dir + "/" + candidate))
-      return found_package{dir, candidate};
+/// An open tree: the store's root or an upload's private temp folder. Every path
+/// below it is resolved beneath `fd`; `path` only names things in replies.
+struct tree {
+  unique_fd fd;
+  std::string path;
+};
+
+/// The host path of `rel` below `t` ("." = the root itself).
+std::string host_path(const tree& t, std::string_view rel) {
+  if (rel.empty() || rel == ".")
+    return t.path;
+  return t.path == "/" ? "/" + std::string{rel} : t.path + "/" + std::string{rel};
+}
+
+/// `rel` joined below `base` (both relative, "." = none).
+std::string rel_join(std::string_view base, std::string_view name) {
+  if (base.empty() || base == ".")
+    return std::string{name};
+  return std::string{base} + "/" + std::string{name};
+}
+
+/// Name of the folder in the store root where removed packages wait to be deleted
+/// (never listed: discovery skips it).
+constexpr std::string_view trash_name = ".boxrt-trash";
+
+/// A package found by discovery: its folder below the tree and its entry file.
+struct found_package {
+  std::string rel;
+  std::string entry;
+  /// The entry is a link that leaves the package: loading it fails.
+  bool entry_escapes = false;
+};
+
+/// The entry file of the folder `rel` (§11.2): SKILL.md or skill.md, a regular file
+/// once in-package links are followed, as os.path.isfile sees it.
+std::optional<found_package> find_entry(const tree& t, int dir, const std::string& rel) {
+  for (const char* candidate : {"SKILL.md", "skill.md"}) {
+    struct stat st{};
+    if (beneath::stat(dir, candidate, links::inside, st)) {
+      if (S_ISREG(st.st_mode))
+        return found_package{rel, candidate, false};
+      continue;
+    }
+    // A link that leaves the package is still "a file" to the reference when its
+    // target is one; it is found, and loading it fails.
+    if (errno == EXDEV)
+      return found_package{rel, candidate, true};
+  }
+  (void)t;
   return std::nullopt;
 }
 
-/// Breadth-first discovery (§11.2); directory symlinks are never followed.
-result<std::vector<found_package>> discover(const std::string& start, int max_depth) {
+/// Breadth-first discovery (§11.2) from the folder `start` below `t`; directory
+/// symlinks are never followed: each level is opened beneath the tree with none.
+result<std::vector<found_package>> discover(const tree& t, const std::string& start, int max_depth) {
   std::vector<found_package> found;
   std::deque<std::pair<std::string, int>> queue{{start, 0}};
-  std::set<std::string> seen;
   size_t scanned = 0;
   while (!queue.empty()) {
     auto [current, depth] = queue.front();
     queue.pop_front();
-    auto path = abspath(current);
-    if (!seen.insert(path).second)
+    auto dir = beneath::open(t.fd.get(), current, O_RDONLY | O_DIRECTORY, links::none);
+    if (!dir)
       continue;
-    if (auto entry = find_entry(path)) {
+    if (auto entry = find_entry(t, dir.get(), current)) {
       found.push_back(*entry);
       if (found.size() > limits::discovery_packages)
         return invalid("Skill discovery exceeded the configured package limit");
@@ -667,38 +578,59 @@ result<std::vector<found_package>> discover(const std::string& start, int max_de
     if (depth >= max_depth)
       continue;
     bool over = false;
-    auto names = list_dir(path, limits::discovery_entries - scanned + 1, over);
+    auto names = beneath::list(dir.get(), limits::discovery_entries - scanned + 1, over);
     if (!names)
       continue;
     scanned += names->size();
     if (over || scanned > limits::discovery_entries)
       return invalid("Skill discovery exceeded the configured entry limit");
     for (const auto& n : *names) {
-      auto child = join(path, n);
+      if ((current.empty() || current == ".") && n == trash_name)
+        continue;
       struct stat st{};
-      if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        queue.emplace_back(child, depth + 1);
+      if (::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+        queue.emplace_back(rel_join(current, n), depth + 1);
     }
   }
   return found;
 }
 
+/// Whether `name` is a regular file (or, for `.venv`, a folder) in the package once
+/// in-package links are followed.
+bool has_marker(int pkg, const char* name, bool want_dir) {
+  struct stat st{};
+  return beneath::stat(pkg, name, links::inside, st) && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+}
+
 /// Loads one package (§11.3); any failure is an error the listing skips.
-result<skill> load_package(const std::string& dir, const std::string& entry_file) {
+result<skill> load_package(const tree& t, const found_package& found) {
   skill s;
-  s.package_root = realpath_py(dir);
-  s.entry_file = entry_file;
-  const auto entry_path = realpath_py(s.package_root + "/" + entry_file);
-  if (!below(s.package_root, entry_path))
-    return invalid("Skill entry file " + entry_file + " is outside the package root");
+  s.relative_root = found.rel.empty() ? std::string{"."} : found.rel;
+  s.package_root = host_path(t, s.relative_root);
+  s.entry_file = found.entry;
+  auto pkg = beneath::open(t.fd.get(), s.relative_root, O_PATH | O_DIRECTORY, links::none);
+  if (!pkg)
+    return os_error(errno, s.package_root);
+  if (found.entry_escapes)
+    return invalid("Skill entry file " + found.entry + " is outside the package root");
+  // O_NONBLOCK: a FIFO under the entry's name must not hang a worker.
+  auto entry = beneath::open(pkg.get(), found.entry, O_RDONLY | O_NONBLOCK, links::inside);
+  if (!entry) {
+    if (errno == EXDEV)
+      return invalid("Skill entry file " + found.entry + " is outside the package root");
+    return os_error(errno, s.package_root + "/" + found.entry);
+  }
+  struct stat st{};
+  if (::fstat(entry.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return os_error(EISDIR, s.package_root + "/" + found.entry);
   bool too_big = false;
-  auto raw = read_limited(entry_path, limits::text_file_bytes, too_big);
+  auto raw = beneath::read_limited(entry.get(), limits::text_file_bytes, too_big);
   if (!raw)
-    return raw.error();
+    return os_error(errno, s.package_root + "/" + found.entry);
   if (too_big)
-    return invalid("Skill entry file " + entry_file + " exceeds the 1048576-byte limit");
+    return invalid("Skill entry file " + found.entry + " exceeds the 1048576-byte limit");
   if (!valid_utf8(*raw))
-    return invalid("Skill entry file " + entry_file + " is not valid UTF-8 text");
+    return invalid("Skill entry file " + found.entry + " is not valid UTF-8 text");
   auto fm = parse_frontmatter(universal_newlines(*raw));
   if (!fm)
     return fm.error();
@@ -711,28 +643,54 @@ result<skill> load_package(const std::string& dir, const std::string& entry_file
   s.description = py_strip(fm->description.value_or(""));
   s.instructions = std::move(fm->instructions);
   for (const char* marker : {"requirements.txt", "pyproject.toml", "setup.py", "setup.cfg"})
-    s.python_project = s.python_project || is_file(s.package_root + "/" + marker);
-  s.python_project = s.python_project || is_dir(s.package_root + "/.venv");
-  struct stat st{};
-  if (::stat(entry_path.c_str(), &st) != 0)
-    return os_error(errno, entry_path);
+    s.python_project = s.python_project || has_marker(pkg.get(), marker, false);
+  s.python_project = s.python_project || has_marker(pkg.get(), ".venv", true);
   s.created_at = iso_utc_offset(epoch_us(st.st_ctim));
   s.updated_at = iso_utc_offset(epoch_us(st.st_mtim));
   return s;
 }
 
-box_error write_skill_md(const std::string& package_root, const std::string& name,
+/// Writes `content` as the regular file `rel` below the folder `dir` (in-package links
+/// followed, as Python's open(path, "w") follows them inside the package).
+box_error write_text(int dir, const std::string& rel, std::string_view content, const std::string& shown) {
+  auto fd = beneath::open(dir, rel, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, links::inside, 0644);
+  if (!fd)
+    return errno == EXDEV ? invalid("path must stay within the skill package root") : os_error(errno, shown);
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return os_error(EISDIR, shown);
+  if (!beneath::write_all(fd.get(), content))
+    return os_error(errno, shown);
+  return {};
+}
+
+box_error write_skill_md(const tree& t, const std::string& rel, const std::string& name,
                          const std::optional<std::string>& display_name,
-                         const std::optional<std::string>& description,
-                         const std::string& instructions) {
-  if (auto err = make_dirs(package_root))
-    return err;
+                         const std::optional<std::string>& description, const std::string& instructions) {
+  if (auto e = beneath::make_dirs(t.fd.get(), rel, 0755, links::none); e != 0)
+    return os_error(e, host_path(t, rel));
+  auto pkg = beneath::open(t.fd.get(), rel, O_PATH | O_DIRECTORY, links::none);
+  if (!pkg)
+    return os_error(errno, host_path(t, rel));
   std::vector<std::pair<std::string, std::string>> fields{{"name", name}};
   if (display_name)
     fields.emplace_back("display_name", *display_name);
   if (description)
     fields.emplace_back("description", *description);
-  return write_text(package_root + "/SKILL.md", build_skill_md(fields, instructions));
+  return write_text(pkg.get(), "SKILL.md", build_skill_md(fields, instructions), host_path(t, rel) + "/SKILL.md");
+}
+
+/// The folder below `t` that the host path `p` names, as the reference judges it:
+/// os.path.realpath, then containment in the tree. The folder is then opened beneath
+/// the tree without following any link, so a link swapped in afterwards fails the
+/// open instead of redirecting it. nullopt: `p` lies outside; "" rel: the root.
+std::optional<std::string> relative_in(const tree& t, const std::string& p) {
+  auto real = realpath_py(p);
+  if (!within(t.path, real))
+    return std::nullopt;
+  if (real == t.path)
+    return std::string{"."};
+  return real.substr(t.path.size() + (t.path == "/" ? 0 : 1));
 }
 
 /// Python's os.path.splitext(...)[0] of a basename.
@@ -758,32 +716,60 @@ std::string clean_relative(std::string_view raw) {
   return std::string{strip_chars(s, "/")};
 }
 
+/// Opens an uploaded file: the folder it lies in is opened by its host path (a folder
+/// boxd made), the file beneath it with no link followed. nullopt with errno.
+std::optional<unique_fd> open_upload(const std::string& zip_path) {
+  auto slash = zip_path.rfind('/');
+  auto dir = beneath::open_root(slash == std::string::npos ? "." : (slash == 0 ? "/" : zip_path.substr(0, slash)));
+  if (!dir)
+    return std::nullopt;
+  auto fd = beneath::open(dir.get(), zip_path.substr(slash == std::string::npos ? 0 : slash + 1), O_RDONLY | O_NONBLOCK,
+                          links::none);
+  if (!fd)
+    return std::nullopt;
+  return fd;
+}
+
 /// Reads an uploaded archive, refusing empty and oversized files before reading.
 result<std::string> read_upload(const std::string& zip_path) {
-  struct stat st{};
-  if (::stat(zip_path.c_str(), &st) != 0)
+  auto fd = open_upload(zip_path);
+  if (!fd)
     return os_error(errno, zip_path);
+  struct stat st{};
+  if (::fstat(fd->get(), &st) != 0)
+    return os_error(errno, zip_path);
+  if (!S_ISREG(st.st_mode))
+    return invalid("Uploaded file must be a valid .zip archive");
   if (st.st_size == 0)
     return invalid("Uploaded file is empty");
   if (static_cast<uint64_t>(st.st_size) > zip::max_upload_bytes)
     return invalid("Uploaded archive exceeds the compressed size limit (20971520 bytes)");
   bool too_big = false;
-  auto data = read_limited(zip_path, zip::max_upload_bytes, too_big);
-  if (data && too_big)
+  auto data = beneath::read_limited(fd->get(), zip::max_upload_bytes, too_big);
+  if (!data)
+    return os_error(errno, zip_path);
+  if (too_big)
     return invalid("Uploaded archive exceeds the compressed size limit (20971520 bytes)");
-  if (data && data->empty())
+  if (data->empty())
     return invalid("Uploaded file is empty");
-  return data;
+  return std::move(*data);
 }
 
-/// An archive unpacked into a private temp directory that is always removed.
+/// An archive unpacked into a private temp folder that is always removed.
 struct unpacked {
-  remove_on_exit temp;
-  std::string root; // the archive root, after the single-directory rule and source_subdir
+  unique_fd parent;  // the temp folder's parent
+  std::string name;  // the temp folder's name in it
+  tree temp;         // the temp folder itself
+  std::string root;  // the archive root below `temp` (after the single-folder rule and source_subdir)
+  ~unpacked() {
+    if (parent && !name.empty())
+      if (auto err = beneath::remove_tree(parent.get(), name))
+        spdlog::warn("skills: cannot remove {}: {}", host_path(temp, "."), beneath::os_error_text(err.error, err.detail));
+  }
 };
 
-box_error unpack(const std::string& zip_path, const std::string& temp_parent,
-                 const char* prefix, const std::string& source_subdir, unpacked& out) {
+box_error unpack(const std::string& zip_path, const std::string& temp_parent, const char* prefix,
+                 const std::string& source_subdir, unpacked& out) {
   auto bytes = read_upload(zip_path);
   if (!bytes)
     return bytes.error();
@@ -791,25 +777,32 @@ box_error unpack(const std::string& zip_path, const std::string& temp_parent,
   std::string tmpl = parent + "/" + prefix + "XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr)
     return os_error(errno, tmpl);
-  out.temp.path = tmpl;
-  const auto extracted = realpath_py(tmpl) + "/extracted";
-  if (auto err = zip::safe_extract(*bytes, extracted))
+  out.parent = beneath::open_root(realpath_py(parent));
+  out.name = basename(tmpl);
+  out.temp.path = realpath_py(tmpl);
+  if (out.parent)
+    out.temp.fd = beneath::open(out.parent.get(), out.name, O_PATH | O_DIRECTORY, links::none);
+  if (!out.parent || !out.temp.fd)
+    return os_error(errno, tmpl);
+  if (auto err = zip::safe_extract(*bytes, out.temp.fd.get(), "extracted", out.temp.path + "/extracted"))
     return err;
+  auto extracted = beneath::open(out.temp.fd.get(), "extracted", O_RDONLY | O_DIRECTORY, links::none);
   bool over = false;
-  auto names = list_dir(extracted, SIZE_MAX, over);
-  std::string root = extracted;
-  if (names && names->size() == 1 && is_dir(extracted + "/" + names->front()))
-    root = extracted + "/" + names->front();
+  auto names = extracted ? beneath::list(extracted.get(), SIZE_MAX, over) : std::nullopt;
+  std::string root = "extracted";
+  struct stat st{};
+  if (names && names->size() == 1 && ::fstatat(extracted.get(), names->front().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+      && S_ISDIR(st.st_mode))
+    root = "extracted/" + names->front();
   const auto subdir = clean_relative(source_subdir);
   if (!subdir.empty()) {
     auto norm = normpath(subdir);
     if (norm.starts_with("..") || norm.starts_with("/"))
       return invalid("source_subdir must stay within the uploaded archive");
-    auto target = realpath_py(root + "/" + norm);
-    auto archive_root = realpath_py(root);
-    if (!within(archive_root, target))
-      return invalid("source_subdir must stay within the uploaded archive");
-    if (!is_dir(target))
+    // An archive holds no links (refused at extraction), so nothing is followed.
+    auto target = rel_join(root, norm);
+    struct stat sub{};
+    if (!beneath::stat(out.temp.fd.get(), target, links::none, sub) || !S_ISDIR(sub.st_mode))
       return invalid("source_subdir does not exist in the uploaded archive: " + subdir);
     root = target;
   }
@@ -817,27 +810,22 @@ box_error unpack(const std::string& zip_path, const std::string& temp_parent,
   return {};
 }
 
-result<std::vector<skill>> preview_candidates(const std::string& store_root,
-                                              const std::string& archive_root,
-                                              const std::string& filename,
-                                              const std::string& target_suffix) {
-  auto found = discover(archive_root, 2);
+result<std::vector<skill>> preview_candidates(const std::string& store_root, const unpacked& up,
+                                              const std::string& filename, const std::string& target_suffix) {
+  auto found = discover(up.temp, up.root, 2);
   if (!found)
     return found.error();
   if (found->empty())
-    return invalid("No SKILL.md found in " + archive_root
-                   + " or its subdirectories (max depth: 2)");
+    return invalid("No SKILL.md found in " + host_path(up.temp, up.root) + " or its subdirectories (max depth: 2)");
   const auto stem = target_stem(filename);
   // The suffix is caller text; keep it to one path component.
   const auto suffix = safe_target_chars(target_suffix);
   std::vector<skill> previews;
-  for (const auto& [dir, entry] : *found) {
-    auto s = load_package(dir, entry);
+  for (const auto& f : *found) {
+    auto s = load_package(up.temp, f);
     if (!s)
       return s.error();
-    auto rel = fs::path{s->package_root}.lexically_relative(realpath_py(archive_root)).string();
-    if (rel == "." || rel.empty())
-      rel.clear();
+    std::string rel = f.rel == up.root ? std::string{} : f.rel.substr(up.root.size() + 1);
     s->source_path = rel;
     s->has_source_path = true;
     auto leaf = basename(rel);
@@ -849,9 +837,8 @@ result<std::vector<skill>> preview_candidates(const std::string& store_root,
     s->package_root = join(store_root, target);
     previews.push_back(std::move(*s));
   }
-  std::stable_sort(previews.begin(), previews.end(), [](const skill& a, const skill& b) {
-    return a.source_path < b.source_path;
-  });
+  std::stable_sort(previews.begin(), previews.end(),
+                   [](const skill& a, const skill& b) { return a.source_path < b.source_path; });
   return previews;
 }
 
@@ -863,6 +850,49 @@ std::string candidate_list(const std::vector<skill>& previews) {
     out += p.source_path.empty() ? "." : p.source_path;
   }
   return out;
+}
+
+/// Copies the regular files and folders below `from` into the empty folder `to`
+/// (anything else is skipped), descriptor by descriptor, never following a link.
+box_error copy_contents(int from, int to, const std::string& shown) {
+  bool over = false;
+  auto names = beneath::list(from, SIZE_MAX, over);
+  if (!names)
+    return os_error(errno, shown);
+  for (const auto& n : *names) {
+    struct stat st{};
+    if (::fstatat(from, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return os_error(errno, shown + "/" + n);
+    if (S_ISDIR(st.st_mode)) {
+      if (::mkdirat(to, n.c_str(), 0755) != 0)
+        return os_error(errno, shown + "/" + n);
+      unique_fd src{::openat(from, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+      unique_fd dst{::openat(to, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+      if (!src || !dst)
+        return os_error(errno, shown + "/" + n);
+      if (auto err = copy_contents(src.get(), dst.get(), shown + "/" + n))
+        return err;
+    } else if (S_ISREG(st.st_mode)) {
+      unique_fd src{::openat(from, n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+      unique_fd dst{::openat(to, n.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0777)};
+      if (!src || !dst)
+        return os_error(errno, shown + "/" + n);
+      char buf[65536];
+      for (;;) {
+        auto r = ::read(src.get(), buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+          continue;
+        if (r < 0)
+          return os_error(errno, shown + "/" + n);
+        if (r == 0)
+          break;
+        if (!beneath::write_all(dst.get(), {buf, static_cast<size_t>(r)}))
+          return os_error(errno, shown + "/" + n);
+      }
+      ::fchmod(dst.get(), st.st_mode & 0777);
+    }
+  }
+  return {};
 }
 
 } // namespace
@@ -877,30 +907,64 @@ std::string store::root() const {
   return realpath_py(root_);
 }
 
+namespace {
+
+/// Opens the store's root (creating it first when `create`).
+result<tree> open_store(const std::string& root_path, bool create) {
+  tree t;
+  t.path = realpath_py(root_path);
+  if (create) {
+    std::error_code err;
+    fs::create_directories(t.path, err);
+    if (err && !fs::is_directory(t.path))
+      return os_error(err.value(), t.path);
+  }
+  t.fd = beneath::open_root(t.path, O_RDONLY | O_DIRECTORY);
+  if (!t.fd)
+    return os_error(errno, t.path);
+  return t;
+}
+
+} // namespace
+
+void store::purge_trash() {
+  auto t = open_store(root_, false);
+  if (!t)
+    return;
+  struct stat st{};
+  if (::fstatat(t->fd.get(), std::string{trash_name}.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return;
+  if (auto err = beneath::remove_tree(t->fd.get(), std::string{trash_name}))
+    spdlog::warn("skills: removed packages under {} are not all gone yet ({}: {}); retried at the next removal",
+                 host_path(*t, trash_name), err.detail, std::strerror(err.error));
+}
+
 result<std::vector<skill>> store::list() {
-  const auto root_dir = root();
-  if (auto err = make_dirs(root_dir))
-    return err;
-  auto found = discover(root_dir, 6);
+  if (!trash_checked_) {
+    trash_checked_ = true;
+    purge_trash();
+  }
+  auto t = open_store(root_, true);
+  if (!t)
+    return t.error();
+  auto found = discover(*t, ".", 6);
   if (!found)
     return found.error();
   std::vector<skill> skills;
   uint64_t text = 0;
-  for (const auto& [dir, entry] : *found) {
-    auto s = load_package(dir, entry);
+  for (const auto& f : *found) {
+    auto s = load_package(*t, f);
     if (!s)
       continue;
-    for (const auto* field : {&s->name, &s->display_name, &s->description, &s->instructions,
-                              &s->package_root, &s->entry_file, &s->created_at,
-                              &s->updated_at})
+    for (const auto* field : {&s->name, &s->display_name, &s->description, &s->instructions, &s->package_root,
+                              &s->entry_file, &s->created_at, &s->updated_at})
       text += field->size();
     if (text > limits::listing_text_bytes)
       return invalid("Skill listing exceeds the configured text limit");
     skills.push_back(std::move(*s));
   }
-  std::stable_sort(skills.begin(), skills.end(), [](const skill& a, const skill& b) {
-    return a.updated_at > b.updated_at;
-  });
+  std::stable_sort(skills.begin(), skills.end(),
+                   [](const skill& a, const skill& b) { return a.updated_at > b.updated_at; });
   return skills;
 }
 
@@ -936,31 +1000,37 @@ result<skill> store::create(const create_request& req) {
     return existing.error();
   if (*existing)
     return invalid("Skill with name \"" + *name + "\" already exists");
-  const auto root_dir = root();
-  const auto managed = join(root_dir, *name);
-  auto target = managed;
+  auto t = open_store(root_, true);
+  if (!t)
+    return t.error();
+  std::string target = *name;
   std::optional<skill> imported;
   const auto requested_root = std::string{py_strip(req.package_root)};
   if (!requested_root.empty()) {
     // Scoped store: a package is only ever registered in place, never copied in.
-    const auto package_root = realpath_py(requested_root);
-    if (!below(root_dir, package_root))
+    auto rel = relative_in(*t, requested_root);
+    if (!rel || *rel == ".")
       return invalid("package_root must stay within the Workspace skill root");
-    if (!is_dir(package_root))
-      return invalid("Directory does not exist: " + package_root);
-    auto entry = find_entry(package_root);
+    const auto package_root = host_path(*t, *rel);
+    auto dir = beneath::open(t->fd.get(), *rel, O_RDONLY | O_DIRECTORY, links::none);
+    if (!dir) {
+      if (errno == ENOENT || errno == ENOTDIR)
+        return invalid("Directory does not exist: " + package_root);
+      return invalid("package_root must stay within the Workspace skill root");
+    }
+    auto entry = find_entry(*t, dir.get(), *rel);
     if (!entry)
       return invalid("No SKILL.md found in " + package_root);
-    auto loaded = load_package(entry->first, entry->second);
+    auto loaded = load_package(*t, *entry);
     if (!loaded)
       return loaded.error();
     imported = std::move(*loaded);
-    target = package_root;
+    target = *rel;
   }
   const auto display_name = create_field(req.display_name, imported, &skill::display_name);
   const auto description = create_field(req.description, imported, &skill::description);
   const auto instructions = create_field(req.instructions, imported, &skill::instructions);
-  if (auto err = write_skill_md(target, *name, display_name, description, instructions))
+  if (auto err = write_skill_md(*t, target, *name, display_name, description, instructions))
     return err;
   auto created = get(*name);
   if (!created)
@@ -990,8 +1060,10 @@ result<skill> store::update(const std::string& name, const create_request& req) 
   const auto display_name = keep(req.display_name, s.display_name);
   const auto description = keep(req.description, s.description);
   const auto instructions = keep(req.instructions, s.instructions).value_or("");
-  if (auto err = write_skill_md(s.package_root, s.name, display_name, description,
-                                instructions))
+  auto t = open_store(root_, false);
+  if (!t)
+    return t.error();
+  if (auto err = write_skill_md(*t, s.relative_root, s.name, display_name, description, instructions))
     return err;
   auto updated = get(name);
   if (!updated)
@@ -1007,52 +1079,68 @@ result<std::string> store::remove(const std::string& name) {
     return current.error();
   if (!*current)
     return invalid("Skill \"" + name + "\" not found");
-  const auto root_dir = root();
-  const auto package_root = realpath_py((*current)->package_root);
-  if (!below(root_dir, package_root))
+  const auto& rel = (*current)->relative_root;
+  if (rel.empty() || rel == ".")
     return invalid("Only managed skills under the Box skills root can be deleted");
-  auto rel = package_root.substr(root_dir.size() + (root_dir == "/" ? 0 : 1));
-  const auto top = join(root_dir, rel.substr(0, rel.find('/')));
-  std::error_code err;
-  fs::remove_all(top, err);
+  auto t = open_store(root_, false);
+  if (!t)
+    return t.error();
+  const auto top = rel.substr(0, rel.find('/'));
+  // The package leaves the store in one rename, so the reply is true the moment it is
+  // sent, whatever a sandbox still writes into the folder; the folder is then removed
+  // from the trash (and again at the next removal while something keeps it alive).
+  if (::mkdirat(t->fd.get(), std::string{trash_name}.c_str(), 0700) != 0 && errno != EEXIST)
+    return os_error(errno, host_path(*t, trash_name));
+  auto trash = beneath::open(t->fd.get(), trash_name, O_PATH | O_DIRECTORY, links::none);
+  if (!trash)
+    return os_error(errno, host_path(*t, trash_name));
+  const auto parked = top + "-" + random_hex(12);
+  if (::renameat(t->fd.get(), top.c_str(), trash.get(), parked.c_str()) != 0)
+    return os_error(errno, host_path(*t, top));
+  purge_trash();
   return name;
 }
 
 result<skill> store::scan_directory(const std::string& path) {
-  const auto resolved = realpath_py(path);
-  if (!within(root(), resolved))
+  auto t = open_store(root_, true);
+  if (!t)
+    return t.error();
+  auto rel = relative_in(*t, path);
+  if (!rel)
     return invalid("scan path must stay within the Workspace skill root");
-  if (!is_dir(resolved))
+  struct stat st{};
+  if (!beneath::stat(t->fd.get(), *rel, links::none, st) || !S_ISDIR(st.st_mode))
     return invalid("Directory does not exist: " + path);
-  auto found = discover(resolved, 2);
+  auto found = discover(*t, *rel, 2);
   if (!found)
     return found.error();
   if (found->empty())
     return invalid("No SKILL.md found in " + path + " or its subdirectories (max depth: 2)");
   if (found->size() > 1) {
     std::string candidates;
-    for (const auto& [dir, entry] : *found)
-      candidates += (candidates.empty() ? "" : ", ") + dir;
-    return invalid("Multiple skill directories found in " + path
-                   + ". Please choose a more specific path: " + candidates);
+    for (const auto& f : *found)
+      candidates += (candidates.empty() ? "" : ", ") + host_path(*t, f.rel);
+    return invalid("Multiple skill directories found in " + path + ". Please choose a more specific path: "
+                   + candidates);
   }
-  return load_package(found->front().first, found->front().second);
+  return load_package(*t, found->front());
 }
 
 namespace {
 
+/// A request path inside a package (§11.6), resolved beneath the package's folder.
 struct resolved_path {
-  std::string target;   // realpath inside the package root
-  std::string relative; // normalized relative form, "/"-separated
+  tree store;           // the store root
+  unique_fd package;    // the package folder
+  std::string relative; // normalized relative form, "/"-separated ("." = the package)
   std::string given;    // the stripped request path
+  std::string shown;    // its host path, for messages
 };
 
-/// Path resolution shared by the three file operations (§11.6).
-result<resolved_path> resolve_in_package(const skill& s, const std::string& path,
+result<resolved_path> resolve_in_package(const std::string& store_root, const skill& s, const std::string& path,
                                          bool expect_directory) {
   if (s.package_root.empty())
     return invalid("Skill \"" + s.name + "\" has no package_root");
-  const auto root = realpath_py(s.package_root);
   resolved_path out;
   out.given = py_strip(path);
   if (out.given.empty())
@@ -1062,17 +1150,18 @@ result<resolved_path> resolve_in_package(const skill& s, const std::string& path
   out.relative = normpath(out.given);
   if (out.relative.starts_with(".."))
     return invalid("path must stay within the skill package root");
-  out.target = realpath_py(root + "/" + out.relative);
-  if (!within(root, out.target))
+  // A file's parent must lie in the package: the package root itself has its parent
+  // outside (as in the reference).
+  if (!expect_directory && out.relative == ".")
     return invalid("path must stay within the skill package root");
-  if (expect_directory) {
-    if (!is_dir(out.target))
-      return invalid("Skill directory not found: " + out.given);
-  } else {
-    const auto parent = dirname(out.target);
-    if (!within(root, parent.empty() ? root : parent))
-      return invalid("path must stay within the skill package root");
-  }
+  auto t = open_store(store_root, false);
+  if (!t)
+    return t.error();
+  out.store = std::move(*t);
+  out.package = beneath::open(out.store.fd.get(), s.relative_root, O_PATH | O_DIRECTORY, links::none);
+  if (!out.package)
+    return invalid("Skill \"" + s.name + "\" package directory is unavailable");
+  out.shown = s.package_root + (out.relative == "." ? "" : "/" + out.relative);
   return out;
 }
 
@@ -1082,8 +1171,8 @@ void skill_ref(json::writer& w, const std::string& name) {
 
 } // namespace
 
-result<std::string> store::list_files(const std::string& name, const std::string& path,
-                                      bool include_hidden, int64_t max_entries) {
+result<std::string> store::list_files(const std::string& name, const std::string& path, bool include_hidden,
+                                      int64_t max_entries) {
   if (max_entries <= 0)
     return invalid("max_entries must be a positive integer");
   max_entries = std::min(max_entries, limits::max_list_entries);
@@ -1092,16 +1181,21 @@ result<std::string> store::list_files(const std::string& name, const std::string
     return current.error();
   if (!*current)
     return invalid("Skill \"" + name + "\" not found");
-  auto where = resolve_in_package(**current, path, true);
+  auto where = resolve_in_package(root_, **current, path, true);
   if (!where)
     return where.error();
+  auto dir = beneath::open(where->package.get(), where->relative, O_RDONLY | O_DIRECTORY, links::inside);
+  if (!dir) {
+    if (errno == EXDEV)
+      return invalid("path must stay within the skill package root");
+    return invalid("Skill directory not found: " + where->given);
+  }
   bool over = false;
-  auto names = list_dir(where->target, limits::directory_entries, over);
+  auto names = beneath::list(dir.get(), limits::directory_entries, over);
   if (!names)
-    return os_error(errno, where->target);
+    return os_error(errno, where->shown);
   if (over)
     return invalid("Skill directory exceeds the configured entry limit");
-  const auto package_root = realpath_py((*current)->package_root);
   const bool at_root = where->relative == ".";
   json::writer w;
   w.begin_object();
@@ -1112,19 +1206,19 @@ result<std::string> store::list_files(const std::string& name, const std::string
   for (const auto& n : *names) {
     if (!include_hidden && n.starts_with("."))
       continue;
-    const auto full = where->target + "/" + n;
     struct stat st{};
-    // Follow a symlink only while it stays inside the package.
-    const bool follow = within(package_root, realpath_py(full));
-    if ((follow ? ::stat(full.c_str(), &st) : -1) != 0 && ::lstat(full.c_str(), &st) != 0)
+    // A link is followed only while it stays inside the package; one that leaves it
+    // (or dangles) is reported as itself, as the reference reports escaping links.
+    if (!beneath::stat(where->package.get(), rel_join(where->relative, n), links::inside, st)
+        && ::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       continue;
-    const bool dir = S_ISDIR(st.st_mode);
+    const bool is_dir = S_ISDIR(st.st_mode);
     w.begin_object()
       .key("path").value(at_root ? n : where->relative + "/" + n)
       .key("name").value(n)
-      .key("is_dir").value(dir)
+      .key("is_dir").value(is_dir)
       .key("size");
-    if (dir)
+    if (is_dir)
       w.null();
     else
       w.value(static_cast<int64_t>(st.st_size));
@@ -1144,15 +1238,20 @@ result<std::string> store::read_file(const std::string& name, const std::string&
     return current.error();
   if (!*current)
     return invalid("Skill \"" + name + "\" not found");
-  auto where = resolve_in_package(**current, path, false);
+  auto where = resolve_in_package(root_, **current, path, false);
   if (!where)
     return where.error();
-  if (!is_file(where->target))
+  // O_NONBLOCK: a FIFO under the name must not hang a worker; it is refused below.
+  auto fd = beneath::open(where->package.get(), where->relative, O_RDONLY | O_NONBLOCK, links::inside);
+  if (!fd && errno == EXDEV)
+    return invalid("path must stay within the skill package root");
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     return invalid("Skill file not found: " + where->relative);
   bool too_big = false;
-  auto data = read_limited(where->target, limits::text_file_bytes, too_big);
+  auto data = beneath::read_limited(fd.get(), limits::text_file_bytes, too_big);
   if (!data)
-    return data.error();
+    return os_error(errno, where->shown);
   if (too_big)
     return invalid("Skill file " + where->relative + " exceeds the 1048576-byte limit");
   if (!valid_utf8(*data))
@@ -1165,21 +1264,25 @@ result<std::string> store::read_file(const std::string& name, const std::string&
   return w.take();
 }
 
-result<std::string> store::write_file(const std::string& name, const std::string& path,
-                                      const std::string& content) {
+result<std::string> store::write_file(const std::string& name, const std::string& path, const std::string& content) {
   auto current = get(name);
   if (!current)
     return current.error();
   if (!*current)
     return invalid("Skill \"" + name + "\" not found");
-  auto where = resolve_in_package(**current, path, false);
+  auto where = resolve_in_package(root_, **current, path, false);
   if (!where)
     return where.error();
   if (content.size() > limits::text_file_bytes)
     return invalid("Skill file " + where->relative + " exceeds the 1048576-byte limit");
-  if (auto err = make_dirs(dirname(where->target)))
-    return err;
-  if (auto err = write_text(where->target, content))
+  auto slash = where->relative.rfind('/');
+  if (slash != std::string::npos) {
+    auto parent = where->relative.substr(0, slash);
+    if (auto e = beneath::make_dirs(where->package.get(), parent, 0755, links::inside); e != 0)
+      return e == EXDEV ? invalid("path must stay within the skill package root")
+                        : os_error(e, (*current)->package_root + "/" + parent);
+  }
+  if (auto err = write_text(where->package.get(), where->relative, content, where->shown))
     return err;
   json::writer w;
   w.begin_object();
@@ -1190,29 +1293,25 @@ result<std::string> store::write_file(const std::string& name, const std::string
   return w.take();
 }
 
-result<std::vector<skill>> store::preview_zip(const std::string& zip_path,
-                                              const std::string& filename,
-                                              const std::string& source_subdir,
-                                              const std::string& target_suffix) {
+result<std::vector<skill>> store::preview_zip(const std::string& zip_path, const std::string& filename,
+                                              const std::string& source_subdir, const std::string& target_suffix) {
   unpacked up;
-  if (auto err = unpack(zip_path, temp_parent_, "langbot_box_skill_preview_", source_subdir,
-                        up))
+  if (auto err = unpack(zip_path, temp_parent_, "langbot_box_skill_preview_", source_subdir, up))
     return err;
-  return preview_candidates(root(), up.root, filename, target_suffix);
+  return preview_candidates(root(), up, filename, target_suffix);
 }
 
-result<std::vector<skill>> store::install_zip(const std::string& zip_path,
-                                              const std::string& filename,
-                                              const std::string& source_subdir,
-                                              const std::string& target_suffix,
+result<std::vector<skill>> store::install_zip(const std::string& zip_path, const std::string& filename,
+                                              const std::string& source_subdir, const std::string& target_suffix,
                                               const std::vector<std::string>& source_paths,
                                               const std::string& source_path) {
   unpacked up;
-  if (auto err = unpack(zip_path, temp_parent_, "langbot_box_skill_upload_", source_subdir,
-                        up))
+  if (auto err = unpack(zip_path, temp_parent_, "langbot_box_skill_upload_", source_subdir, up))
     return err;
-  const auto root_dir = root();
-  auto previews = preview_candidates(root_dir, up.root, filename, target_suffix);
+  auto t = open_store(root_, true);
+  if (!t)
+    return t.error();
+  auto previews = preview_candidates(t->path, up, filename, target_suffix);
   if (!previews)
     return previews.error();
 
@@ -1229,53 +1328,59 @@ result<std::vector<skill>> store::install_zip(const std::string& zip_path,
   if (previews->size() == 1 && wanted.empty()) {
     selected = *previews;
   } else if (wanted.empty()) {
-    return invalid("Multiple skills found. Please choose one or more source_paths: "
-                   + candidate_list(*previews));
+    return invalid("Multiple skills found. Please choose one or more source_paths: " + candidate_list(*previews));
   } else {
     for (const auto& w : wanted) {
-      auto it = std::find_if(previews->begin(), previews->end(),
-                             [&](const skill& p) { return p.source_path == w; });
+      auto it = std::find_if(previews->begin(), previews->end(), [&](const skill& p) { return p.source_path == w; });
       if (it == previews->end())
-        return invalid("Invalid source_path \"" + w + "\". Available: "
-                       + candidate_list(*previews));
+        return invalid("Invalid source_path \"" + w + "\". Available: " + candidate_list(*previews));
       selected.push_back(*it);
     }
   }
 
+  // Each target is one folder name in the store root (stem, leaf and suffix are single
+  // components), created there with mkdirat and filled by descriptor.
   std::vector<std::string> targets;
   for (const auto& p : selected) {
-    auto target = realpath_py(p.package_root);
+    auto target = basename(p.package_root);
     if (std::find(targets.begin(), targets.end(), target) != targets.end())
-      return invalid("Duplicate target directory selected: " + target);
-    if (lexists(target))
-      return invalid("Skill directory already exists: " + target);
-    if (!below(root_dir, target))
-      return invalid("Archive contains an unsafe path: " + target);
+      return invalid("Duplicate target directory selected: " + p.package_root);
+    struct stat st{};
+    if (::fstatat(t->fd.get(), target.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      return invalid("Skill directory already exists: " + p.package_root);
+    if (target.empty() || target == "." || target == ".." || target == trash_name
+        || join(t->path, target) != p.package_root)
+      return invalid("Archive contains an unsafe path: " + p.package_root);
     targets.push_back(target);
   }
-  if (auto err = make_dirs(root_dir))
-    return err;
   std::vector<std::string> created;
   const auto undo = [&] {
-    std::error_code ec;
     for (const auto& dir : created)
-      fs::remove_all(dir, ec);
+      if (auto err = beneath::remove_tree(t->fd.get(), dir))
+        spdlog::warn("skills: cannot undo {}: {}", host_path(*t, dir), std::strerror(err.error));
   };
   std::vector<skill> installed;
   for (size_t i = 0; i < selected.size(); ++i) {
     const auto& p = selected[i];
-    const auto source = p.source_path.empty() ? up.root : up.root + "/" + p.source_path;
-    if (::mkdir(targets[i].c_str(), 0755) != 0) {
-      auto err = os_error(errno, targets[i]);
+    if (::mkdirat(t->fd.get(), targets[i].c_str(), 0755) != 0) {
+      auto err = errno == EEXIST ? invalid("Skill directory already exists: " + p.package_root)
+                                 : os_error(errno, p.package_root);
       undo();
       return err;
     }
     created.push_back(targets[i]);
-    if (auto err = copy_contents(source, targets[i])) {
+    auto source = beneath::open(up.temp.fd.get(), p.relative_root, O_RDONLY | O_DIRECTORY, links::none);
+    unique_fd dest{::openat(t->fd.get(), targets[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+    box_error err;
+    if (!source || !dest)
+      err = os_error(errno, p.package_root);
+    else
+      err = copy_contents(source.get(), dest.get(), p.package_root);
+    if (err) {
       undo();
       return err;
     }
-    auto scanned = scan_directory(targets[i]);
+    auto scanned = scan_directory(p.package_root);
     if (!scanned) {
       undo();
       return scanned.error();
@@ -1294,10 +1399,12 @@ result<std::string> store::resolve_package_root(const std::string& name) {
     return current.error();
   if (!*current)
     return invalid("Skill \"" + *valid + "\" not found");
-  const auto package_root = realpath_py((*current)->package_root);
-  if (!below(root(), package_root) || !is_dir(package_root))
+  const auto& rel = (*current)->relative_root;
+  auto t = open_store(root_, false);
+  struct stat st{};
+  if (!t || rel.empty() || rel == "." || !beneath::stat(t->fd.get(), rel, links::none, st) || !S_ISDIR(st.st_mode))
     return invalid("Skill \"" + *valid + "\" package directory is unavailable");
-  return package_root;
+  return (*current)->package_root;
 }
 
 } // namespace boxrt::skills

@@ -28,6 +28,10 @@ struct skill {
   /// Archive-relative directory; set only for zip previews.
   std::string source_path;
   bool has_source_path = false;
+  /// The package folder below the tree it was found in (the store root, or an upload's
+  /// temp folder for previews), "/"-separated and free of links: what the store opens
+  /// it by. Never part of a reply.
+  std::string relative_root;
 };
 
 /// Renders the public fields (+ `source_path` when set) as a JSON object.
@@ -104,7 +108,9 @@ class store {
   /// Rewrites SKILL.md of an existing skill (no renames, no package moves).
   result<skill> update(const std::string& name, const create_request& req);
 
-  /// Removes the top-level directory holding the skill; returns the name.
+  /// Removes the top-level directory holding the skill; returns the name. The folder
+  /// leaves the store in one rename before the reply, then is removed (what a sandbox
+  /// still holds open is removed at the next removal).
   result<std::string> remove(const std::string& name);
 
   /// Loads the single package at or below `path` (depth 2); writes nothing.
@@ -142,8 +148,12 @@ class store {
   std::string root() const;
 
  private:
+  /// Removes what earlier removals parked in the store's trash; logs what stays.
+  void purge_trash();
+
   std::string root_;
   std::string temp_parent_;
+  bool trash_checked_ = false;
 };
 
 } // namespace boxrt::skills

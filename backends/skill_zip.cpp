@@ -13,6 +13,8 @@
 
 #include <zip.h>
 
+#include "backends/linux/beneath.hpp"
+
 namespace boxrt::skills {
 
 std::string normpath(std::string_view path) {
@@ -79,27 +81,6 @@ struct member {
   bool executable = false;
   uint64_t size = 0;
 };
-
-/// Creates `rel` below `root` one component at a time with mode 0755; existing
-/// directories are fine, anything else in the way is an error.
-bool make_dirs(const std::string& root, std::string_view rel) {
-  std::string path = root;
-  size_t pos = 0;
-  while (pos < rel.size()) {
-    size_t end = rel.find('/', pos);
-    if (end == std::string_view::npos)
-      end = rel.size();
-    path += '/';
-    path += rel.substr(pos, end - pos);
-    pos = end + 1;
-    if (::mkdir(path.c_str(), 0755) != 0) {
-      struct stat st{};
-      if (errno != EEXIST || ::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        return false;
-    }
-  }
-  return true;
-}
 
 /// Checks every member before anything is written (§11.7 order).
 box_error check_members(zip_t* za, std::vector<member>& out) {
@@ -185,65 +166,50 @@ box_error check_members(zip_t* za, std::vector<member>& out) {
   return {};
 }
 
-/// Streams one regular member to `root/<destination>` with exclusive create.
-box_error extract_file(zip_t* za, const member& m, const std::string& root,
-                       uint64_t& total_written) {
+box_error os_failure(int err, const std::string& path) {
+  return invalid(beneath::os_error_text(err, path));
+}
+
+/// Streams one regular member to `<root>/<destination>` with exclusive create, beneath
+/// the extraction folder's descriptor and without following any link.
+box_error extract_file(zip_t* za, const member& m, int root, const std::string& shown, uint64_t& total_written) {
   auto slash = m.destination.rfind('/');
-  if (slash != std::string::npos && !make_dirs(root, m.destination.substr(0, slash)))
+  if (slash != std::string::npos
+      && beneath::make_dirs(root, m.destination.substr(0, slash), 0755, beneath::links::none) != 0)
     return invalid("Archive contains an unsafe path: " + m.name);
-  const std::string path = root + "/" + m.destination;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
+  const std::string path = shown + "/" + m.destination;
+  auto fd = beneath::open(root, m.destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, beneath::links::none, 0600);
+  if (!fd)
     return invalid("Archive contains a duplicate path: " + m.name);
-  box_error err;
   member_ptr zf{zip_fopen_index(za, m.index, 0)};
   if (!zf)
-    err = not_a_zip();
+    return not_a_zip();
   uint64_t written = 0;
   std::vector<char> buf(copy_chunk);
-  while (!err) {
+  for (;;) {
     zip_int64_t n = zip_fread(zf.get(), buf.data(), buf.size());
-    if (n < 0) {
-      err = not_a_zip();
-      break;
-    }
+    if (n < 0)
+      return not_a_zip();
     if (n == 0)
       break;
     written += static_cast<uint64_t>(n);
     total_written += static_cast<uint64_t>(n);
-    if (written > max_entry_bytes) {
-      err = invalid("Archive entry exceeds the uncompressed size limit: " + m.name);
-      break;
-    }
-    if (total_written > max_total_bytes) {
-      err = invalid("Archive exceeds the total uncompressed size limit");
-      break;
-    }
-    for (zip_int64_t off = 0; off < n;) {
-      auto w = ::write(fd, buf.data() + off, static_cast<size_t>(n - off));
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0) {
-        err = invalid("[Errno " + std::to_string(errno) + "] "
-                      + std::system_category().message(errno) + ": '" + path + "'");
-        break;
-      }
-      off += w;
-    }
+    if (written > max_entry_bytes)
+      return invalid("Archive entry exceeds the uncompressed size limit: " + m.name);
+    if (total_written > max_total_bytes)
+      return invalid("Archive exceeds the total uncompressed size limit");
+    if (!beneath::write_all(fd.get(), {buf.data(), static_cast<size_t>(n)}))
+      return os_failure(errno, path);
   }
-  if (!err && written != m.size)
-    err = invalid("Archive entry size changed while extracting: " + m.name);
-  if (!err)
-    ::fchmod(fd, m.executable ? 0755 : 0644);
-  ::close(fd);
-  if (err)
-    ::unlink(path.c_str());
-  return err;
+  if (written != m.size)
+    return invalid("Archive entry size changed while extracting: " + m.name);
+  ::fchmod(fd.get(), m.executable ? 0755 : 0644);
+  return {};
 }
 
 } // namespace
 
-box_error safe_extract(std::string_view bytes, const std::string& target_dir) {
+box_error safe_extract(std::string_view bytes, int parent, const std::string& name, const std::string& shown) {
   zip_error_t zerr;
   zip_error_init(&zerr);
   zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &zerr);
@@ -260,17 +226,19 @@ box_error safe_extract(std::string_view bytes, const std::string& target_dir) {
   std::vector<member> members;
   if (auto err = check_members(za.get(), members))
     return err;
-  if (::mkdir(target_dir.c_str(), 0755) != 0)
-    return invalid("[Errno " + std::to_string(errno) + "] "
-                   + std::system_category().message(errno) + ": '" + target_dir + "'");
+  if (::mkdirat(parent, name.c_str(), 0755) != 0)
+    return os_failure(errno, shown);
+  auto root = beneath::open(parent, name, O_PATH | O_DIRECTORY, beneath::links::none);
+  if (!root)
+    return os_failure(errno, shown);
   uint64_t total_written = 0;
   for (const auto& m : members) {
     if (m.is_dir) {
-      if (!make_dirs(target_dir, m.destination))
+      if (beneath::make_dirs(root.get(), m.destination, 0755, beneath::links::none) != 0)
         return invalid("Archive contains a duplicate path: " + m.name);
       continue;
     }
-    if (auto err = extract_file(za.get(), m, target_dir, total_written))
+    if (auto err = extract_file(za.get(), m, root.get(), shown, total_written))
       return err;
   }
   return {};

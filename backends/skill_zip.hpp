@@ -25,9 +25,10 @@ inline constexpr uint64_t max_total_bytes = 64ull << 20;
 inline constexpr uint64_t max_ratio = 100;
 inline constexpr size_t copy_chunk = 64 * 1024;
 
-/// Checks the archive in `bytes` and extracts it into `target_dir` (created, must be
-/// fresh). Returns a validation error with the reference's text, or a none error. On
-/// failure the caller removes `target_dir`; no path outside it is ever written.
-box_error safe_extract(std::string_view bytes, const std::string& target_dir);
+/// Checks the archive in `bytes` and extracts it into the new folder `name` of the
+/// directory `parent` (`shown`: its host path, for messages). Every member is written
+/// beneath that folder's descriptor, no link followed. Returns a validation error with
+/// the reference's text, or a none error. On failure the caller removes the folder.
+box_error safe_extract(std::string_view bytes, int parent, const std::string& name, const std::string& shown);
 
 } // namespace boxrt::skills::zip

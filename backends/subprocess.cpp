@@ -2,6 +2,7 @@
 // async-signal-safe calls, and a CLOEXEC pipe tells the parent whether execve worked.
 #include "backends/subprocess.hpp"
 #include "backends/deadline.hpp"
+#include "backends/linux/unique_fd.hpp"
 #include "backends/output.hpp"
 
 #include <algorithm>
@@ -35,31 +36,6 @@ constexpr auto poll_tick = std::chrono::milliseconds{20};
 
 constexpr size_t chunk_bytes = 64 * 1024;
 
-/// Owns one descriptor.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_{fd} {
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() {
-    reset();
-  }
-
-  int get() const noexcept {
-    return fd_;
-  }
-
-  void reset(int fd = -1) noexcept {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 /// What the child reports through the error pipe when it fails before execve.
 struct child_failure {

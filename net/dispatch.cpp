@@ -23,6 +23,7 @@
 
 #include "actors/caf_support.hpp"
 #include "backends/mount_policy.hpp"
+#include "backends/transfer_store.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
 #include "messages/json.hpp"
@@ -554,57 +555,15 @@ result<std::string> strict_base64(std::string_view s) {
   return out;
 }
 
-std::string errno_text(int err) {
-  return std::string{std::strerror(err)};
-}
 
-/// Writes one chunk (blocking: call on the pool). Index 0 truncates, later chunks append.
-reply write_chunk(const std::shared_ptr<transfer_io>& io, const std::string& dir,
-                  const std::string& key, const std::string& bytes, bool first,
-                  int64_t max_bytes) {
-  namespace fs = std::filesystem;
+/// Writes one chunk (blocking: call on the pool), unless the connection closed meanwhile.
+reply write_chunk(const std::shared_ptr<transfer_io>& io, const std::string& dir, const std::string& key,
+                  const std::string& bytes, bool first, int64_t max_bytes) {
   std::lock_guard<std::mutex> guard{io->mtx};
   if (io->closed)
     return failure({ec::runtime_unavailable, "Connection closed"});
-  std::error_code err;
-  fs::path path{dir};
-  if (!fs::is_directory(path, err)) {
-    fs::path parent = path.parent_path();
-    if (!parent.empty() && !fs::is_directory(parent, err)) {
-      fs::create_directories(parent, err);
-      ::chmod(parent.c_str(), 0700);
-    }
-    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-      return failure({ec::runtime, "Cannot create the file transfer directory: " + errno_text(errno)});
-    ::chmod(path.c_str(), 0700);
-  }
-  auto file = (path / key).string();
-  int64_t existing = 0;
-  if (!first) {
-    struct stat st {};
-    if (::lstat(file.c_str(), &st) == 0)
-      existing = static_cast<int64_t>(st.st_size);
-  }
-  const auto size = static_cast<int64_t>(bytes.size());
-  if ((first ? size : existing + size) > max_bytes)
-    return failure({ec::value, "File transfer exceeds the configured size limit"});
-  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (first ? O_TRUNC : O_APPEND);
-  int fd = ::open(file.c_str(), flags, 0600);
-  if (fd < 0)
-    return failure({ec::runtime, "Cannot write the file transfer chunk: " + errno_text(errno)});
-  size_t written = 0;
-  while (written < bytes.size()) {
-    auto n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      auto text = errno_text(errno);
-      ::close(fd);
-      return failure({ec::runtime, "Cannot write the file transfer chunk: " + text});
-    }
-    written += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  if (auto err = write_transfer_chunk(dir, key, bytes, first, max_bytes))
+    return failure(std::move(err));
   return success("{}");
 }
 
@@ -970,8 +929,7 @@ void close_transfers(connection_env& env) {
   env.pool->submit([io, dir] {
     std::lock_guard<std::mutex> guard{io->mtx};
     io->closed = true;
-    std::error_code err;
-    std::filesystem::remove_all(dir, err);
+    remove_transfer_folder(dir);
   });
 }
 
