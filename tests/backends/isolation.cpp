@@ -3,6 +3,7 @@
 // a plain host child once (the controls), so a probe that could never succeed cannot
 // pass for a wall.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
@@ -276,5 +277,43 @@ BOOST_AUTO_TEST_CASE(control_the_refused_calls_work_without_the_filter) {
 }
 
 #endif
+
+BOOST_FIXTURE_TEST_CASE(a_tree_too_deep_for_a_path_is_removed_with_its_session_and_at_restart, sandbox_fixture) {
+  // 4,000 levels: paths twice PATH_MAX long and more levels than a process may hold
+  // descriptors open, so only an iterative walk by descriptor can remove it.
+  const std::string deep = "python3 -c \"import os\nos.chdir('/workspace')\nfor _ in range(4000):\n"
+                           "    os.mkdir('d'); os.chdir('d')\nopen('bottom', 'w').write('x')\"";
+  auto sessions = opts.state_dir + "/sessions";
+  auto count = [&] {
+    std::error_code err;
+    return std::distance(fs::directory_iterator{sessions, err}, fs::directory_iterator{});
+  };
+  // The soft descriptor limit a service manager gives boxd.
+  struct nofile_limit {
+    rlimit saved{};
+    nofile_limit() {
+      ::getrlimit(RLIMIT_NOFILE, &saved);
+      rlimit low{1024, saved.rlim_max};
+      ::setrlimit(RLIMIT_NOFILE, &low);
+    }
+    ~nofile_limit() { ::setrlimit(RLIMIT_NOFILE, &saved); }
+  } limit;
+  auto s = spec("deep");
+  s.timeout_sec = 60;
+  auto session = start(s);
+  BOOST_REQUIRE_EQUAL(run(*session, s, deep).exit_code, 0);
+  BOOST_REQUIRE_EQUAL(count(), 1);
+  backend->stop_session(*session);
+  BOOST_TEST(count() == 0);
+  // The same tree left by a crashed run goes at the next start.
+  auto left = start(s);
+  BOOST_REQUIRE_EQUAL(run(*left, s, deep).exit_code, 0);
+  left->interrupt(); // the sandbox dies as in a crash; its folder stays
+  backend.reset();
+  BOOST_REQUIRE_EQUAL(count(), 1);
+  make_backend();
+  backend->cleanup_orphans();
+  BOOST_TEST(count() == 0);
+}
 
 BOOST_AUTO_TEST_SUITE_END()
