@@ -273,6 +273,37 @@ void unmount_and_remove(const std::string& dir) {
                  std::strerror(err.error));
 }
 
+/// One bounded tmpfs of a sandbox, mounted by the launcher (bwrap 0.8 can size a tmpfs
+/// but not cap its inodes, nor size /dev) and bound in.
+struct ephemeral_mount {
+  const char* target;
+  int64_t bytes;
+  int64_t inodes;
+  bool shared;  // 1777 (/tmp, /dev/shm); else owned by the sandbox uid, 0755 (/home)
+};
+
+/// Inodes per MiB of a bounded tmpfs: each costs kernel memory the size does not count.
+constexpr int64_t inodes_per_mb = 256;
+
+/// /tmp, /home and /dev/shm with their configured sizes, scaled down together so that
+/// they hold at most half of `memory_mb` (at least 1 MiB each).
+std::vector<ephemeral_mount> ephemeral_mounts(const bwrap_options& o, int64_t memory_mb) {
+  std::vector<std::pair<const char*, int64_t>> wanted{{"/tmp", o.tmp_size_mb}, {"/home", o.home_size_mb},
+                                                      {"/dev/shm", o.shm_size_mb}};
+  int64_t sum = 0;
+  for (auto& [t, mb] : wanted)
+    sum += std::max<int64_t>(mb, 1);
+  const int64_t budget = std::max<int64_t>(memory_mb / 2, 3);
+  std::vector<ephemeral_mount> out;
+  for (auto& [t, mb] : wanted) {
+    auto size = std::max<int64_t>(mb, 1);
+    if (sum > budget)
+      size = std::max<int64_t>(size * budget / sum, 1);
+    out.push_back({t, size * 1048576, size * inodes_per_mb, std::string_view{t} != "/home"});
+  }
+  return out;
+}
+
 /// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.
 std::string managed_tenant_name(const std::string& host_path) {
   static const std::regex pattern{"ws-[0-9a-f]{24}"};
@@ -700,9 +731,6 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
   for (auto& e : etc)
     add({"--ro-bind-try", e, e});
   add({"--proc", "/proc", "--dev", "/dev"});
-  // --size applies to the next --tmpfs only, so it comes right before it.
-  add({"--size", std::to_string(opts_.tmp_size_mb * 1048576), "--tmpfs", "/tmp"});
-  add({"--size", std::to_string(opts_.home_size_mb * 1048576), "--tmpfs", "/home"});
   // Host sources arrive staged at <stage>/<n> (see start_session), in this order.
   int n = 0;
   auto staged = [&] { return stage_root_ + "/" + std::to_string(n++); };
@@ -724,6 +752,11 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
     add({"--bind", staged(), spec.mount_path + "/.skills"});
   add({"--bind", staged(), io_in_sandbox});
   add({"--ro-bind", staged(), init_in_sandbox});
+  // Bounded tmpfs mounts made by the launcher; /dev itself then turns read-only, so
+  // the only writable place below it is the bounded /dev/shm.
+  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb))
+    add({"--bind", staged(), m.target});
+  add({"--remount-ro", "/dev"});
   if (spec.read_only_rootfs)
     add({"--remount-ro", "/"});
   add({"--seccomp", std::to_string(seccomp_fd)});
@@ -953,6 +986,17 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     struct stat st{};
     stage_is_dir.push_back(::fstat(source_fds[i], &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0);
   }
+  // The bounded tmpfs mounts follow the sources (see build_args).
+  std::vector<std::string> stage_tmpfs(stage_to.size());
+  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
+    stage_from.emplace_back();
+    stage_tree.push_back(-1);
+    stage_to.push_back(stage_root_ + "/" + std::to_string(stage_to.size()));
+    stage_is_dir.push_back(1);
+    auto owner = m.shared ? std::string{"mode=1777"}
+                          : "mode=0755,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
+    stage_tmpfs.push_back("size=" + std::to_string(m.bytes) + ",nr_inodes=" + std::to_string(m.inodes) + "," + owner);
+  }
   auto stage_root = stage_root_;
 
   int in_pipe[2], out_pipe[2], err_pipe[2];
@@ -1012,8 +1056,12 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
         ::close(f);
       }
       // A tenant's source arrives as the detached copy taken in boxd (no path lookup
-      // here, so nothing can be swapped in between); boxd's own folders by path.
-      bool staged = stage_tree[i] >= 0
+      // here, so nothing can be swapped in between); boxd's own folders by path; the
+      // bounded tmpfs mounts are made here.
+      bool staged = !stage_tmpfs[i].empty()
+                      ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+                                stage_tmpfs[i].c_str()) == 0
+                    : stage_tree[i] >= 0
                       ? ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0
                       : ::mount(stage_from[i].c_str(), stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
       if (!staged)
@@ -1333,8 +1381,10 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
   spec.pids_limit = 16;
   spec.timeout_sec = 10;
   spec.cmd = "echo readiness > /workspace/.mounted; for n in net mnt pid user uts ipc; do readlink "
-             "/proc/self/ns/$n; done; stat -f -c '%b %S' /tmp; grep -c . /proc/net/dev; "
-             "touch /probe-rootfs 2>/dev/null && echo rootfs-writable || echo rootfs-readonly";
+             "/proc/self/ns/$n; done; grep -c . /proc/net/dev; "
+             "touch /probe-rootfs 2>/dev/null && echo rootfs-writable || echo rootfs-readonly; "
+             "touch /dev/probe 2>/dev/null && echo dev-writable || echo dev-readonly; "
+             "stat -f -c '%b %S %c' /tmp /home /dev/shm";
   bool limits_held = false;
   auto probe = [&]() -> std::string {
     auto started = start(spec, true); // the probe's workspace is boxd's own folder
@@ -1354,7 +1404,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     std::istringstream in{res->stdout_text};
     for (std::string l; std::getline(in, l);)
       lines.push_back(l);
-    if (lines.size() < 9)
+    if (lines.size() < 12)
       return "probe output incomplete";
     const char* names[] = {"net", "mnt", "pid", "user", "uts", "ipc"};
     bool all_differ = true;
@@ -1364,18 +1414,24 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
         all_differ = false;
       if (i == 0)
         r.details["network_isolation"] = !host.empty() && lines[0] != host
-                                         && lines[7] == "3"; // header lines + lo only
+                                         && lines[6] == "3"; // header lines + lo only
     }
     r.details["namespace_isolation"] = all_differ;
     std::ifstream marker{dir + "/.mounted"};
     std::string text;
     std::getline(marker, text);
-    r.details["mount_isolation"] = text == "readiness" && lines[8] == "rootfs-readonly";
-    std::istringstream tmp{lines[6]};
-    int64_t blocks = 0, bsize = 0;
-    tmp >> blocks >> bsize;
-    r.details["bounded_ephemeral_storage"] =
-      blocks > 0 && bsize > 0 && blocks * bsize <= opts_.tmp_size_mb * 1048576;
+    r.details["mount_isolation"] = text == "readiness" && lines[7] == "rootfs-readonly";
+    // Every writable tmpfs is capped in bytes and inodes, and /dev takes no files.
+    bool bounded = lines[8] == "dev-readonly";
+    auto wanted = ephemeral_mounts(opts_, spec.memory_mb);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      std::istringstream fsline{lines[9 + i]};
+      int64_t blocks = 0, bsize = 0, inodes = 0;
+      fsline >> blocks >> bsize >> inodes;
+      bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= wanted[i].bytes && inodes > 0
+                && inodes <= wanted[i].inodes;
+    }
+    r.details["bounded_ephemeral_storage"] = bounded;
     return {};
   };
   auto error = probe();

@@ -31,9 +31,13 @@ struct bwrap_options {
   /// Without cgroups, session n runs as uid + 1 + (n % uid_span) so RLIMIT_NPROC is a
   /// per-session cap.
   uint32_t uid_span = 1000;
-  /// Sizes of the private tmpfs mounts.
+  /// Largest sizes of the private tmpfs mounts (/tmp, /home, /dev/shm). Each also has
+  /// an inode cap, and together they are scaled down to half of the session's
+  /// memory_mb: tmpfs pages are charged to the sandbox's memory limit, so a full tmpfs
+  /// must fail with ENOSPC, never end in an out-of-memory kill.
   int64_t tmp_size_mb = 64;
   int64_t home_size_mb = 16;
+  int64_t shm_size_mb = 64;
   /// Where per-workspace skill-storage images are mounted (the skills root's tenants
   /// folder); "" = none.
   std::string skills_tenants_dir;
@@ -76,9 +80,10 @@ class bwrap_backend : public backend {
   result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) override;
 
   /// The bwrap argument list of a session (for tests and logs). Host sources (the
-  /// workspace, extra mounts, the skills view, the io folder, boxrt-init, in that
-  /// order) appear as the staging paths
-  /// `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from `seccomp_fd`.
+  /// workspace, extra mounts, the skills view, the io folder, boxrt-init, then the
+  /// bounded tmpfs mounts of /tmp, /home and /dev/shm, in that order) appear as the
+  /// staging paths `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from
+  /// `seccomp_fd`.
   std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network,
                                       bool skills_view) const;
 

@@ -278,6 +278,56 @@ BOOST_AUTO_TEST_CASE(control_the_refused_calls_work_without_the_filter) {
 
 #endif
 
+BOOST_FIXTURE_TEST_CASE(every_writable_tmpfs_is_bounded_in_bytes_and_inodes_and_dev_takes_no_files, sandbox_fixture) {
+  // Files in a tmpfs cost memory the sandbox is charged for: a full tmpfs must answer
+  // ENOSPC, not take the session down through its memory limit.
+  const std::string fill = R"(
+import errno, os, sys
+for d in ('/tmp', '/home', '/dev/shm'):
+    try:
+        with open(d + '/big', 'wb') as f:
+            for _ in range(int(sys.argv[1])):
+                f.write(b'x' * 1048576)
+        print(d, 'bytes', 'fit')
+    except OSError as e:
+        print(d, 'bytes', errno.errorcode[e.errno])
+    os.unlink(d + '/big')
+    n = 0
+    try:
+        while n < 40000:
+            open('%s/f%d' % (d, n), 'w').close()
+            n += 1
+        print(d, 'files', 'fit')
+    except OSError as e:
+        print(d, 'files', errno.errorcode[e.errno], n)
+try:
+    open('/dev/planted', 'w').close()
+    print('/dev', 'files', 'fit')
+except OSError as e:
+    print('/dev', 'files', errno.errorcode[e.errno])
+)";
+  for (int64_t memory_mb : {256, 64}) {
+    BOOST_TEST_CONTEXT("memory_mb " << memory_mb) {
+      auto s = spec("ephemeral-" + std::to_string(memory_mb));
+      s.memory_mb = memory_mb;
+      auto session = start(s);
+      // Writes twice the memory limit's worth; inodes up to 40,000 files.
+      auto cmd = "cat > /tmp/fill.py <<'EOF'\n" + fill + "\nEOF\npython3 /tmp/fill.py " + std::to_string(memory_mb * 2);
+      auto r = run(*session, s, cmd);
+      BOOST_TEST(r.exit_code == 0, r.stderr_text);
+      BOOST_TEST(r.stderr_text.find("out of memory") == std::string::npos);
+      for (const char* d : {"/tmp", "/home", "/dev/shm"}) {
+        BOOST_TEST(r.stdout_text.find(std::string{d} + " bytes ENOSPC") != std::string::npos, d << ": " << r.stdout_text);
+        BOOST_TEST(r.stdout_text.find(std::string{d} + " files ENOSPC") != std::string::npos, d << ": " << r.stdout_text);
+      }
+      BOOST_TEST(r.stdout_text.find("/dev files EROFS") != std::string::npos, r.stdout_text);
+      // The session is still there to use.
+      BOOST_TEST(run(*session, s, "echo alive").stdout_text == "alive");
+      backend->stop_session(*session);
+    }
+  }
+}
+
 BOOST_FIXTURE_TEST_CASE(a_tree_too_deep_for_a_path_is_removed_with_its_session_and_at_restart, sandbox_fixture) {
   // 4,000 levels: paths twice PATH_MAX long and more levels than a process may hold
   // descriptors open, so only an iterative walk by descriptor can remove it.
