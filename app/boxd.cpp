@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -68,7 +69,12 @@ int main(int argc, char** argv) {
   if (auto why = ensure_default_workspace(cfg.box.local); !why.empty())
     spdlog::warn("{}", why);
 
-  auto choice = select_backend(cfg.box);
+  host_options host;
+  host.uid_first = cfg.server.sandbox_uid_first;
+  host.uid_last = cfg.server.sandbox_uid_last;
+  host.host_gid = cfg.server.host_gid >= 0 ? cfg.server.host_gid : static_cast<int64_t>(::getegid());
+  host.listen_host = cfg.server.host;
+  auto choice = select_backend(cfg.box, host);
   if (!choice.backend) {
     spdlog::warn("==================================================================");
     spdlog::warn("No sandbox backend is available: {}", choice.reason);

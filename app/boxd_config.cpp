@@ -67,6 +67,55 @@ box_error read_size(object obj, const char* key, size_t min, size_t max, size_t&
   return {};
 }
 
+/// The ranges of /etc/subuid or /etc/subgid ("name:start:count" lines) that overlap
+/// [first, last], as "name start-end" text; "" when none does.
+std::string subid_overlap(const char* file, uint32_t first, uint32_t last) {
+  std::ifstream in{file};
+  for (std::string line; std::getline(in, line);) {
+    auto a = line.find(':'), b = line.rfind(':');
+    if (a == std::string::npos || a == b)
+      continue;
+    uint64_t start = 0, count = 0;
+    try {
+      start = std::stoull(line.substr(a + 1, b - a - 1));
+      count = std::stoull(line.substr(b + 1));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (count == 0)
+      continue;
+    uint64_t end = start + count - 1;
+    if (start <= last && end >= first)
+      return std::string{file} + " (" + line.substr(0, a) + ": " + std::to_string(start) + "-" + std::to_string(end) + ")";
+  }
+  return {};
+}
+
+/// server.sandbox_uid_range: [first, last], non-root, clear of /etc/subuid and
+/// /etc/subgid (uids there belong to users' own containers).
+box_error read_uid_range(object obj, net::server_options& out) {
+  element v;
+  if (obj["sandbox_uid_range"].get(v) != simdjson::SUCCESS || v.is_null())
+    return {};
+  simdjson::dom::array arr;
+  int64_t ends[2] = {0, 0};
+  size_t n = 0;
+  bool ok = v.get_array().get(arr) == simdjson::SUCCESS;
+  if (ok)
+    for (auto item : arr) {
+      if (n >= 2 || item.is_bool() || item.get_int64().get(ends[n]) != simdjson::SUCCESS) {
+        ok = false;
+        break;
+      }
+      ++n;
+    }
+  if (!ok || n != 2 || ends[0] < 1 || ends[1] < ends[0] || ends[1] > 4294967294LL)
+    return config_error("server.sandbox_uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
+  out.sandbox_uid_first = static_cast<uint32_t>(ends[0]);
+  out.sandbox_uid_last = static_cast<uint32_t>(ends[1]);
+  return {};
+}
+
 box_error apply_server(element section, net::server_options& out) {
   object obj;
   if (section.get_object().get(obj) != simdjson::SUCCESS)
@@ -95,6 +144,18 @@ box_error apply_server(element section, net::server_options& out) {
     return err;
   if (auto err = read_size(obj, "relay_attach_wait_ms", 0, 3600000, out.relay_attach_wait_ms))
     return err;
+  if (auto err = read_uid_range(obj, out))
+    return err;
+  if (element v; obj["host_gid"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+    int64_t gid = 0;
+    if (v.is_bool() || v.get_int64().get(gid) != simdjson::SUCCESS || gid < 0 || gid > 4294967294LL)
+      return config_error("server.host_gid must be an integer between 0 and 4294967294");
+    out.host_gid = gid;
+  }
+  if (element v; obj["testing"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+    if (v.get_bool().get(out.testing) != simdjson::SUCCESS)
+      return config_error("server.testing must be a boolean");
+  }
   return {};
 }
 
@@ -204,6 +265,10 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
       return err;
   if (auto why = net::validate(cfg.server); !why.empty())
     return config_error(why);
+  for (const char* file : {"/etc/subuid", "/etc/subgid"})
+    if (auto clash = subid_overlap(file, cfg.server.sandbox_uid_first, cfg.server.sandbox_uid_last); !clash.empty())
+      return config_error("server.sandbox_uid_range " + std::to_string(cfg.server.sandbox_uid_first) + "-"
+                          + std::to_string(cfg.server.sandbox_uid_last) + " overlaps " + clash);
   return cfg;
 }
 

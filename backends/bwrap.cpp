@@ -41,6 +41,9 @@
 #include "backends/deadline.hpp"
 #include "backends/init_protocol.hpp"
 #include "backends/linux/beneath.hpp"
+#include "backends/linux/netstack.hpp"
+#include "backends/linux/uids.hpp"
+#include "backends/linux/unique_fd.hpp"
 #include "backends/managed.hpp"
 #include "backends/output.hpp"
 #include "backends/quota.hpp"
@@ -213,12 +216,26 @@ std::string read_available(int fd) {
 /// Gives the folder `fd` and everything below it to the sandbox uid, so the
 /// unprivileged command can write what the spec says it may write (descriptor walk:
 /// a sandbox that swaps a folder for a link meanwhile redirects nothing).
-void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown) {
+void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown, int64_t host_gid = -1) {
   struct stat st{};
   if (::fstat(fd, &st) == 0 && st.st_uid == uid && st.st_gid == gid)
     return;
-  if (auto e = beneath::hand_over(fd, uid, gid); e != 0)
+  if (auto e = beneath::hand_over(fd, uid, gid, host_gid); e != 0)
     spdlog::warn("bwrap: cannot hand {} over to uid {}: {}", shown, uid, std::strerror(e));
+}
+
+/// The "child-pid" of bwrap's --info-fd JSON, or -1.
+pid_t child_pid_of(const std::string& info) {
+  constexpr std::string_view key = "\"child-pid\"";
+  auto at = info.find(key);
+  if (at == std::string::npos)
+    return -1;
+  at = info.find_first_of("0123456789", at + key.size());
+  if (at == std::string::npos)
+    return -1;
+  pid_t pid = 0;
+  auto [end, errc] = std::from_chars(info.data() + at, info.data() + info.size(), pid);
+  return errc == std::errc{} ? pid : -1;
 }
 
 /// True when `p` is `base` or lies below it.
@@ -322,7 +339,8 @@ class bwrap_managed_process;
 
 class bwrap_session final : public backend_session, public std::enable_shared_from_this<bwrap_session> {
  public:
-  explicit bwrap_session(std::string id) : id_(std::move(id)) {}
+  bwrap_session(std::string id, box_spec spec, bool own_paths)
+    : id_(std::move(id)), spec(std::move(spec)), own_paths(own_paths) {}
   ~bwrap_session() override { teardown(); }
 
   std::string id() const override { return id_; }
@@ -336,19 +354,65 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
     std::lock_guard lock{kill_mtx_};
     if (group)
       group->signal_all();
-    if (pid > 0)
-      ::kill(pid, SIGKILL);
+    kill_bwrap();
   }
 
   /// SIGKILLs every process of the sandbox (its cgroup, and bwrap itself) and waits
-  /// until the group is empty (bounded). Blocking: pool threads only.
-  void kill_sandbox() {
-    alive_ = false;
+  /// until the group is empty (bounded). `over`: the session ends with it (a timeout, a
+  /// broken channel); else the next exec starts a fresh sandbox. Blocking: pool only.
+  void kill_sandbox(bool over) {
+    if (over)
+      alive_ = false;
     std::lock_guard lock{kill_mtx_};
     if (group)
       group->kill_all();
-    if (pid > 0)
-      ::kill(pid, SIGKILL);
+    kill_bwrap();
+  }
+
+  /// True once the sandbox's outer bwrap has exited (its pidfd is readable): it was
+  /// killed, or init died and took it along. Non-blocking.
+  bool died() const {
+    if (pid <= 0)
+      return true;
+    pollfd p{pidfd.get(), POLLIN, 0};
+    return pidfd && ::poll(&p, 1, 0) > 0;
+  }
+
+  /// Ends the sandbox itself and what each launch makes (processes, pipes, cgroup,
+  /// network stack, io folder, skills view) and keeps what outlives a sandbox: the
+  /// private workspace, the quota leases and the uid. Idempotent.
+  void end_sandbox() {
+    to_init.reset(); // boxrt-init exits on end of input
+    kill_sandbox(false);
+    if (pid > 0) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      std::lock_guard lock{kill_mtx_};
+      pid = -1;
+      pidfd.reset();
+    }
+    from_init.reset();
+    errors.reset();
+    {
+      std::lock_guard lock{ctl_mtx};
+      ctl_req.reset();
+      ctl_rep.reset();
+    }
+    net.reset();
+    sandbox_ended(); // before the io folder goes
+    {
+      std::lock_guard lock{kill_mtx_};
+      if (group)
+        group->destroy();
+      group.reset();
+    }
+    for (auto* dir : {&skills_view, &io_dir})
+      if (!dir->empty()) {
+        for (auto& m : mounts_under(*dir))
+          ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+        dir->clear();
+      }
+    skills_mounted.clear();
   }
 
   /// Ends the sandbox and frees everything it held. Idempotent.
@@ -357,49 +421,47 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
     if (torn_down_)
       return;
     torn_down_ = true;
-    close_fd(to_init);   // boxrt-init exits on end of input
-    kill_sandbox();
-    if (pid > 0) {
-      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      pid = -1;
-    }
-    close_fd(from_init);
-    close_fd(errors);
-    {
-      std::lock_guard lock{ctl_mtx};
-      close_fd(ctl_req);
-      close_fd(ctl_rep);
-    }
-    sandbox_ended(); // before the io folder goes with the private folder
-    {
-      std::lock_guard lock{kill_mtx_};
-      if (group)
-        group->destroy();
-      group.reset();
-    }
+    alive_ = false;
+    end_sandbox();
     leases.clear();
     if (!private_dir.empty())
-      unmount_and_remove(private_dir); // the skills view and its skill mounts first
+      unmount_and_remove(private_dir);
+    if (release_uid)
+      release_uid();
   }
 
   std::string id_;
+  /// The spec the session started with: every fresh sandbox of it is made from this.
+  box_spec spec;
+  bool own_paths = false;
   std::atomic<bool> alive_{true};
   std::atomic<bool> interrupted_{false};
+  /// The outer bwrap (a child of boxd) and a pidfd of it.
   pid_t pid = -1;
-  int to_init = -1;
-  int from_init = -1;
-  int errors = -1;
+  unique_fd pidfd;
+  /// The sandbox's first process as the host sees it (bwrap's --info-fd child-pid): the
+  /// way into its namespaces.
+  pid_t ns_pid = -1;
+  unique_fd to_init;
+  unique_fd from_init;
+  unique_fd errors;
   std::unique_ptr<cgroup_tree::group> group;
+  std::unique_ptr<netstack> net;
   std::vector<std::shared_ptr<loop_quota::lease>> leases;
+  /// Quota leases and the uid are taken by the first launch and kept by later ones.
+  bool prepared = false;
+  std::function<void()> release_uid;
+  /// `<state>/sessions/<sid>`: the private workspace, the io folder, the skills view.
   std::string private_dir;
-  /// Host side of the sandbox's `<mount_path>/.skills`: a shared mount whose submounts
+  /// Host side of the sandbox's `<mount_path>/.skills`: a shared tmpfs whose submounts
   /// (one per skill of the current exec) propagate into the sandbox. "" = none.
   std::string skills_view;
   /// Skill name -> (host path, mode) mounted in the view now.
   std::map<std::string, mount_spec> skills_mounted;
   /// Host uid and gid the sandbox runs as.
   uint32_t uid = 0, gid = 0;
+  /// How many sandboxes this session has had (a dead one is replaced on the next exec).
+  int generation = 0;
   /// One exec at a time (the session actor serializes too; this guards the pipes).
   std::mutex exec_mtx;
 
@@ -407,8 +469,8 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   std::string io_dir;
   /// boxrt-init's control FIFOs (host ends), guarded by ctl_mtx; one request at a time.
   std::mutex ctl_mtx;
-  int ctl_req = -1;
-  int ctl_rep = -1;
+  unique_fd ctl_req;
+  unique_fd ctl_rep;
   int64_t ctl_seq = 0;
   /// Names the managed processes p1, p2, ...
   std::atomic<uint64_t> process_seq{0};
@@ -427,25 +489,34 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   void sandbox_ended();
 
  private:
+  /// SIGKILL to bwrap through its pidfd (never a pid that may have been reused since
+  /// it was reaped). Called with kill_mtx_ held.
+  void kill_bwrap() {
+    if (pidfd)
+      ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    else if (pid > 0)
+      ::kill(pid, SIGKILL);
+  }
+
   std::mutex teardown_mtx_;
   std::mutex procs_mtx_;
   std::vector<std::weak_ptr<bwrap_managed_process>> procs_;
-  /// Guards `group` between interrupt (actor thread) and teardown (pool).
+  /// Guards `group`, `pid` and `pidfd` between interrupt (actor thread) and the pool.
   std::mutex kill_mtx_;
   bool torn_down_ = false;
 };
 
 result<proto::control_reply> bwrap_session::control(std::string frame, int64_t id) {
   std::lock_guard lock{ctl_mtx};
-  if (ctl_req < 0 || !alive())
+  if (!ctl_req || !alive())
     return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " is not running");
   auto deadline = clock_type::now() + control_timeout;
-  if (write_frame(ctl_req, frame, deadline, &interrupted_) != read_status::ok)
+  if (write_frame(ctl_req.get(), frame, deadline, &interrupted_) != read_status::ok)
     return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
   for (;;) {
     std::string payload;
     // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
-    auto st = read_frame(ctl_rep, payload, deadline, &interrupted_);
+    auto st = read_frame(ctl_rep.get(), payload, deadline, &interrupted_);
     if (st == read_status::timeout)
       return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " did not answer in time");
     if (st == read_status::closed)
@@ -618,7 +689,11 @@ struct bwrap_backend::impl {
   std::unique_ptr<cgroup_tree> cgroups;
   std::string cgroup_reason;
   std::unique_ptr<loop_quota> quota;
+  std::unique_ptr<uid_allocator> uids;
   std::string seccomp;
+  /// boxrt-init, read once: each sandbox gets a copy on its own root (bwrap --file), so
+  /// the build folder's path never shows inside.
+  unique_fd init_image;
   int lock_fd = -1;
   std::atomic<uint64_t> next_id{1};
   std::mutex probe_mtx;
@@ -653,8 +728,8 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
     unavailable_ = "the bwrap backend needs root (limits, quotas and the sandbox uid)";
     return;
   }
-  if (opts_.uid == 0 || opts_.gid == 0) {
-    unavailable_ = "the sandbox uid and gid must not be 0";
+  if (opts_.uid_first == 0 || opts_.uid_last < opts_.uid_first) {
+    unavailable_ = "the sandbox uid range must be non-empty and must not include 0";
     return;
   }
   fs::create_directories(opts_.state_dir, err);
@@ -662,6 +737,7 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
     unavailable_ = "cannot create the state directory " + opts_.state_dir + ": " + err.message();
     return;
   }
+  ::chmod(opts_.state_dir.c_str(), 0700);
   // One boxd per state directory: its orphans are ours to clean, nobody else's.
   impl_->lock_fd = ::open((opts_.state_dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
   if (impl_->lock_fd < 0 || ::flock(impl_->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -674,6 +750,16 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
     return;
   }
   impl_->seccomp = std::move(program.value());
+  {
+    std::ifstream in{opts_.init_path, std::ios::binary};
+    std::string image{std::istreambuf_iterator<char>{in}, {}};
+    impl_->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (image.empty() || !impl_->init_image || !proto::write_all(impl_->init_image.get(), image)
+        || ::fcntl(impl_->init_image.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+      unavailable_ = "cannot load boxrt-init from " + opts_.init_path;
+      return;
+    }
+  }
   // Group names carry this state directory, so two boxds never share a cgroup.
   auto base = "boxrt-" + sha256_hex(opts_.state_dir).substr(0, 12);
   if (!opts_.cgroup_root.empty()) {
@@ -682,7 +768,7 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
       impl_->cgroups = std::move(cg);
     else
       spdlog::warn("bwrap: cgroup limits are not usable ({}); processes are capped by RLIMIT_NPROC "
-                   "with a uid per session, memory and cpu are not capped",
+                   "per sandbox uid, memory and cpu are not capped",
                    impl_->cgroup_reason);
   } else {
     impl_->cgroup_reason = "cgroups disabled by configuration";
@@ -691,8 +777,10 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
   stage_root_ = fs::is_directory("/run") ? "/run/boxrt-stage" : "/tmp/boxrt-stage";
   fs::create_directories(stage_root_, err);
   ::chmod(stage_root_.c_str(), 0755);
-  impl_->quota = std::make_unique<loop_quota>(opts_.state_dir + "/images", opts_.state_dir + "/mounts",
-                                              opts_.uid, opts_.gid);
+  impl_->quota = std::make_unique<loop_quota>(opts_.state_dir + "/images", opts_.state_dir + "/mounts");
+  impl_->uids = std::make_unique<uid_allocator>(opts_.uid_first, opts_.uid_last);
+  for (auto& dir : opts_.workspace_roots)
+    impl_->uids->scan(dir);
 }
 
 bwrap_backend::~bwrap_backend() {
@@ -704,14 +792,39 @@ bwrap_backend::~bwrap_backend() {
     ::close(impl_->lock_fd);
 }
 
+namespace {
+
+/// Descriptors of the launcher when it becomes bwrap (0-2 are init's stdio).
+constexpr int child_seccomp_fd = 3;
+constexpr int child_info_fd = 4;
+constexpr int child_args_fd = 5;
+constexpr int child_init_fd = 6;
+constexpr int child_resolv_fd = 7;
+
+/// A fresh read-only descriptor of a sealed memfd, at offset 0 (bwrap reads to the end).
+unique_fd reopen(int memfd) {
+  return unique_fd{::open(("/proc/self/fd/" + std::to_string(memfd)).c_str(), O_RDONLY | O_CLOEXEC)};
+}
+
+/// A memfd holding `data`, at offset 0.
+unique_fd memfd_with(const char* name, std::string_view data) {
+  unique_fd fd{::memfd_create(name, MFD_CLOEXEC)};
+  if (!fd || !proto::write_all(fd.get(), data) || ::lseek(fd.get(), 0, SEEK_SET) != 0)
+    return unique_fd{};
+  return fd;
+}
+
+} // namespace
+
 std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
                                                   bool skills_view) const {
   std::vector<std::string> a{opts_.bwrap_path};
   auto add = [&](std::initializer_list<std::string> xs) { a.insert(a.end(), xs); };
+  // Every namespace, the network one too: `network: on` gets a stack of its own
+  // attached to it (netstack), never the host's network.
   add({"--unshare-all", "--unshare-user", "--disable-userns"});
-  if (network)
-    add({"--share-net"});
   add({"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"});
+  add({"--info-fd", std::to_string(child_info_fd)});
   add({"--ro-bind", "/usr", "/usr"});
   // Merged /usr: /bin and friends are symlinks on the host and stay symlinks here.
   for (const char* dir : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
@@ -724,25 +837,17 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
     else
       add({"--ro-bind", dir, dir});
   }
-  std::vector<std::string> etc{"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf",
-                               "/etc/ld.so.conf.d", "/etc/ssl/certs", "/etc/localtime"};
-  if (network)
-    etc.emplace_back("/etc/resolv.conf");
-  for (auto& e : etc)
+  for (const char* e : {"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+                        "/etc/ssl/certs", "/etc/localtime"})
     add({"--ro-bind-try", e, e});
+  if (network)
+    add({"--file", std::to_string(child_resolv_fd), "/etc/resolv.conf"});
   add({"--proc", "/proc", "--dev", "/dev"});
-  // Host sources arrive staged at <stage>/<n> (see start_session), in this order.
+  // Host sources arrive staged at <stage>/<n> (see launch), in this order.
   int n = 0;
   auto staged = [&] { return stage_root_ + "/" + std::to_string(n++); };
-  bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
-  if (has_host) {
-    add({spec.host_path_mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), spec.mount_path});
-  } else if (spec.workspace_quota_mb > 0) {
-    // A private workspace with a quota: a sized tmpfs (it dies with the session anyway).
-    add({"--size", std::to_string(spec.workspace_quota_mb * 1048576), "--tmpfs", spec.mount_path});
-  } else {
-    add({"--bind", staged(), spec.mount_path});
-  }
+  add({spec.host_path_mode == mount_mode::ro && !spec.host_path.empty() ? "--ro-bind" : "--bind", staged(),
+       spec.mount_path});
   for (auto& m : spec.extra_mounts) {
     if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
       continue;
@@ -751,7 +856,8 @@ std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int sec
   if (skills_view)
     add({"--bind", staged(), spec.mount_path + "/.skills"});
   add({"--bind", staged(), io_in_sandbox});
-  add({"--ro-bind", staged(), init_in_sandbox});
+  // init is a copy on the sandbox's own root, not a bind of the build folder.
+  add({"--perms", "0555", "--file", std::to_string(child_init_fd), init_in_sandbox});
   // Bounded tmpfs mounts made by the launcher; /dev itself then turns read-only, so
   // the only writable place below it is the bounded /dev/shm.
   for (auto& m : ephemeral_mounts(opts_, spec.memory_mb))
@@ -768,53 +874,130 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_
   return start(spec, false);
 }
 
+uint32_t bwrap_backend::sandbox_uid(const backend_session& session) const {
+  auto* s = dynamic_cast<const bwrap_session*>(&session);
+  return s ? s->uid : 0;
+}
+
+pid_t bwrap_backend::sandbox_pid(const backend_session& session) const {
+  auto* s = dynamic_cast<const bwrap_session*>(&session);
+  return s ? s->ns_pid : -1;
+}
+
 result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& spec, bool own_paths) {
   if (!unavailable_.empty())
     return make_box_error(ec::backend_unavailable, unavailable_);
   auto serial = impl_->next_id++;
   auto sid = "bwrap-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
-  // Without cgroups the process cap is RLIMIT_NPROC, which counts per host uid across
-  // every sandbox: each session then runs as a uid of its own.
-  uint32_t uid = opts_.uid, gid = opts_.gid;
-  rlim_t nproc = 0;
-  if (!impl_->cgroups) {
-    // Stable per workspace (so its files keep one owner), else per session.
-    auto key = spec.host_path.empty() ? std::to_string(serial) : spec.host_path;
-    uid = opts_.uid + 1 + static_cast<uint32_t>(std::stoull(sha256_hex(key).substr(0, 8), nullptr, 16) % opts_.uid_span);
-    gid = uid;
-    nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
-  }
-  auto s = std::make_shared<bwrap_session>(sid);
-  s->uid = uid;
-  s->gid = gid;
+  auto s = std::make_shared<bwrap_session>(sid, spec, own_paths);
+  // boxd's own state is never a tenant's mount, nor inside one: judged by the spec's
+  // text first, before anything is created or mounted for it, and again on what the
+  // kernel reports once each source is open.
   std::error_code err;
-  std::vector<int> source_fds;
-  /// Resolved paths of the sources, bound by path in the launcher's own mount
-  /// namespace (a descriptor there would name a mount of the host's namespace).
-  std::vector<std::string> source_paths;
-  auto close_sources = [&] {
-    for (int& f : source_fds)
-      close_fd(f);
+  auto blocked = [&](const std::string& label, const std::string& path) -> box_error {
+    auto p = fs::weakly_canonical(path, err).lexically_normal().string();
+    while (p.size() > 1 && p.back() == '/')
+      p.pop_back();
+    if (within(p, opts_.state_dir) || within(opts_.state_dir, p))
+      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+    return {};
   };
-  std::function<void()> close_all;
-  auto fail = [&](box_error e) -> result<std::shared_ptr<backend_session>> {
-    close_all();
+  if (!own_paths && !spec.host_path.empty() && spec.host_path_mode != mount_mode::none)
+    if (auto e = blocked("host_path", spec.host_path))
+      return e;
+  for (size_t i = 0; i < spec.extra_mounts.size() && !own_paths; ++i)
+    if (spec.extra_mounts[i].mode != mount_mode::none)
+      if (auto e = blocked("extra_mounts[" + std::to_string(i) + "].host_path", spec.extra_mounts[i].host_path))
+        return e;
+  if (auto e = prepare(*s)) {
     s->teardown();
     return e;
+  }
+  if (auto e = launch(*s)) {
+    s->teardown();
+    return e;
+  }
+  spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, s->pid);
+  return std::shared_ptr<backend_session>{std::move(s)};
+}
+
+box_error bwrap_backend::prepare(bwrap_session& s) {
+  const auto& spec = s.spec;
+  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  s.private_dir = opts_.state_dir + "/sessions/" + s.id_;
+  // The uid: the workspace's own (the owner of its folder, found by the scan or handed
+  // out now), else one for this session alone. boxd's own probes take a session uid.
+  if (has_host && !s.own_paths) {
+    auto folder = spec.host_path_mode == mount_mode::rw ? beneath::make_dirs_trusted(spec.host_path, 0755)
+                                                        : beneath::open_trusted(spec.host_path, O_PATH | O_DIRECTORY);
+    if (!folder)
+      return make_box_error(ec::box_error, "host path " + spec.host_path
+                                             + (errno == ENOENT ? " does not exist" : ": " + std::string{std::strerror(errno)}));
+    struct stat st{};
+    ::fstat(folder.get(), &st);
+    auto uid = impl_->uids->for_workspace(beneath::path_of(folder.get()), st.st_uid);
+    if (!uid)
+      return uid.error();
+    s.uid = s.gid = *uid;
+    // Record the uid on the folder itself (and hand over what is in it) before a quota
+    // image may be mounted over it: the scan at the next start reads it there.
+    if (spec.host_path_mode == mount_mode::rw)
+      hand_over(folder.get(), s.uid, s.gid, spec.host_path, opts_.host_gid);
+  } else {
+    auto uid = impl_->uids->for_session(s.id_);
+    if (!uid)
+      return uid.error();
+    s.uid = s.gid = *uid;
+    auto* uids = impl_->uids.get();
+    s.release_uid = [uids, key = s.id_] { uids->release(key); };
+  }
+  // Hard quotas: the workspace's image mounted at its own path, or a private image for
+  // a session without a host path; the workspace's skill storage has one of its own.
+  if (has_host && spec.workspace_quota_mb > 0) {
+    auto name = managed_tenant_name(spec.host_path);
+    if (name.empty())
+      name = "path-" + sha256_hex(spec.host_path).substr(0, 24);
+    auto lease = impl_->quota->acquire(name, spec.host_path, spec.workspace_quota_mb, s.uid, s.gid);
+    if (!lease)
+      return lease.error();
+    s.leases.push_back(std::move(lease.value()));
+  } else if (!has_host && spec.workspace_quota_mb > 0) {
+    auto lease = impl_->quota->acquire(std::string{loop_quota::ephemeral_prefix} + s.id_, s.private_dir + "/workspace",
+                                       spec.workspace_quota_mb, s.uid, s.gid, true);
+    if (!lease)
+      return lease.error();
+    s.leases.push_back(std::move(lease.value()));
+  }
+  if (!opts_.skills_tenants_dir.empty() && has_host) {
+    if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
+      auto lease = impl_->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
+                                         opts_.skills_quota_mb, s.uid, s.gid);
+      if (!lease)
+        return lease.error();
+      s.leases.push_back(std::move(lease.value()));
+    }
+  }
+  s.prepared = true;
+  return {};
+}
+
+box_error bwrap_backend::launch(bwrap_session& s) {
+  const auto& spec = s.spec;
+  const uint32_t uid = s.uid, gid = s.gid;
+  ++s.generation;
+  rlim_t nproc = 0;
+  if (!impl_->cgroups) // without cgroups the process cap is RLIMIT_NPROC of the sandbox uid
+    nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
+  /// What the launcher stages at <stage>/<n>: a source (an open folder or file, with a
+  /// detached copy of its mount for a tenant's source) or a bounded tmpfs.
+  struct staged_item {
+    unique_fd fd;
+    unique_fd tree;
+    std::string path;
+    bool dir = true;
+    std::string tmpfs;
   };
-  /// For each source: a detached copy of its mount (open_tree) the launcher attaches
-  /// in its own namespace, or -1 for boxd's own folders, staged by path.
-  std::vector<int> source_trees;
-  auto close_trees = [&] {
-    for (int& f : source_trees)
-      close_fd(f);
-  };
-  close_all = [&] {
-    close_sources();
-    close_trees();
-  };
-  // boxd's own state is never a tenant's mount, nor inside one.
-  auto in_state = [&](const std::string& real) { return within(real, opts_.state_dir) || within(opts_.state_dir, real); };
+  std::vector<staged_item> items;
   /// Opens one source: host paths by a walk that follows no link a sandbox could have
   /// planted (open_trusted), a missing writable one created on the way; judged again
   /// by the path the kernel reports for the open folder; handed over to the sandbox
@@ -830,124 +1013,88 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
         return make_box_error(ec::box_error, "host path " + path + " leads through a link that a sandbox can change");
       return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
     }
-    auto real = beneath::path_of(fd.get());
-    if (!label.empty() && in_state(real))
+    staged_item item;
+    item.path = beneath::path_of(fd.get());
+    if (!label.empty() && (within(item.path, opts_.state_dir) || within(opts_.state_dir, item.path)))
       return make_box_error(ec::validation, label + " " + path + " is blocked for security");
     if (hand)
-      hand_over(fd.get(), uid, gid, path);
-    int raw = high_fd(fd.release());
-    source_fds.push_back(raw);
-    source_paths.push_back(real);
-    int tree = -1;
+      hand_over(fd.get(), uid, gid, path, label.empty() ? -1 : opts_.host_gid);
+    struct stat st{};
+    item.dir = ::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
     if (detach) {
-      tree = high_fd(static_cast<int>(
-        ::open_tree(raw, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
-      if (tree < 0)
+      item.tree.reset(high_fd(static_cast<int>(
+        ::open_tree(fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))));
+      if (!item.tree)
         return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
     }
-    source_trees.push_back(tree);
+    item.fd.reset(high_fd(fd.release()));
+    items.push_back(std::move(item));
     return {};
   };
 
-  // The same judgement by the spec's own text first, before anything is created or
-  // mounted for it.
-  auto blocked = [&](const std::string& label, const std::string& path) -> box_error {
-    auto p = fs::weakly_canonical(path, err).lexically_normal().string();
-    while (p.size() > 1 && p.back() == '/')
-      p.pop_back();
-    if (in_state(p))
-      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
-    return {};
-  };
-  if (!own_paths && !spec.host_path.empty() && spec.host_path_mode != mount_mode::none)
-    if (auto e = blocked("host_path", spec.host_path))
-      return fail(e);
-  for (size_t i = 0; i < spec.extra_mounts.size() && !own_paths; ++i)
-    if (spec.extra_mounts[i].mode != mount_mode::none)
-      if (auto e = blocked("extra_mounts[" + std::to_string(i) + "].host_path", spec.extra_mounts[i].host_path))
-        return fail(e);
-
-  // Workspace: the spec's host path (under its quota image when it has one), else a
-  // private folder of the session.
-  bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  // Workspace: the spec's host path (under its quota image when it has one), else the
+  // session's private folder (or its private quota image).
+  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
   if (has_host) {
-    if (spec.workspace_quota_mb > 0) {
-      auto name = managed_tenant_name(spec.host_path);
-      if (name.empty())
-        name = "path-" + sha256_hex(spec.host_path).substr(0, 24);
-      auto lease = impl_->quota->acquire(name, spec.host_path, spec.workspace_quota_mb);
-      if (!lease)
-        return fail(lease.error());
-      s->leases.push_back(std::move(lease.value()));
-    }
-    if (auto e = open_source(spec.host_path, spec.host_path_mode, true, own_paths ? "" : "host_path",
+    if (auto e = open_source(spec.host_path, spec.host_path_mode, true, s.own_paths ? "" : "host_path",
                              spec.host_path_mode == mount_mode::rw))
-      return fail(e);
-  } else if (spec.workspace_quota_mb <= 0) {
-    s->private_dir = opts_.state_dir + "/sessions/" + sid;
-    if (auto e = open_source(s->private_dir + "/workspace", mount_mode::rw, true, "", true))
-      return fail(e);
-  }
-  // The workspace's skill storage has a hard quota of its own.
-  if (!opts_.skills_tenants_dir.empty() && has_host) {
-    if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
-      auto lease = impl_->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
-                                         opts_.skills_quota_mb);
-      if (!lease)
-        return fail(lease.error());
-      s->leases.push_back(std::move(lease.value()));
-    }
+      return e;
+  } else if (auto e = open_source(s.private_dir + "/workspace", mount_mode::rw, true, "", true)) {
+    return e;
   }
   for (auto& m : spec.extra_mounts) {
     if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
       continue;
     auto label = "extra_mounts[" + std::to_string(&m - spec.extra_mounts.data()) + "].host_path";
-    if (auto e = open_source(m.host_path, m.mode, true, own_paths ? "" : label, m.mode == mount_mode::rw))
-      return fail(e);
+    if (auto e = open_source(m.host_path, m.mode, true, s.own_paths ? "" : label, m.mode == mount_mode::rw))
+      return e;
   }
-  // The skills view: a folder of this session, bound onto itself and made shared, so
-  // skills mounted into it later (per exec) appear in the sandbox. A read-only
-  // workspace cannot take the mount point, so it gets no view.
+  std::error_code err;
+  // The skills view: a small tmpfs of this session, made shared, so skills mounted into
+  // it later (per exec) appear in the sandbox. A read-only workspace cannot take the
+  // mount point, so it gets no view.
   if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
-    if (s->private_dir.empty())
-      s->private_dir = opts_.state_dir + "/sessions/" + sid;
-    auto view = s->private_dir + "/skills";
+    auto view = s.private_dir + "/skills";
     fs::create_directories(view, err);
-    if (err || ::mount(view.c_str(), view.c_str(), nullptr, MS_BIND, nullptr) != 0)
-      return fail(make_box_error(ec::box_error, "cannot prepare the skills view: " + std::string{std::strerror(errno)}));
-    s->skills_view = view;
+    if (err || ::mount("boxrt-skills", view.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0)
+      return make_box_error(ec::box_error, "cannot prepare the skills view: " + std::string{std::strerror(errno)});
+    s.skills_view = view;
     if (::mount(nullptr, view.c_str(), nullptr, MS_SHARED, nullptr) != 0)
-      return fail(make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)}));
+      return make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)});
     if (auto e = open_source(view, mount_mode::ro, false))
-      return fail(e);
+      return e;
   }
   // The io folder: managed-process FIFOs and exit files, and init's control FIFOs.
   // The sandbox uid owns it (0700); boxd reaches it as root. It is a tiny tmpfs, so
   // the sandbox cannot fill the state directory's disk through it.
   {
-    if (s->private_dir.empty())
-      s->private_dir = opts_.state_dir + "/sessions/" + sid;
-    auto io = s->private_dir + "/io";
+    auto io = s.private_dir + "/io";
     fs::create_directories(io, err);
     auto options = "size=1m,nr_inodes=4096,mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
     if (err || ::mount("boxrt-io", io.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0
         || !make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
-      return fail(make_box_error(ec::box_error, "cannot prepare the io folder " + io));
-    s->io_dir = io;
+      return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
+    s.io_dir = io;
     if (auto e = open_source(io, mount_mode::rw, false))
-      return fail(e);
+      return e;
   }
-  if (auto e = open_source(opts_.init_path, mount_mode::ro))
-    return fail(e);
-  int seccomp_fd = -1;
-  {
-    // bwrap reads the filter from a descriptor of its own (a fresh memfd per sandbox:
-    // the read offset is shared between duplicates).
-    seccomp_fd = high_fd(::memfd_create("boxrt-seccomp", MFD_CLOEXEC));
-    source_fds.push_back(seccomp_fd); // closed with the sources
-    if (seccomp_fd < 0 || !proto::write_all(seccomp_fd, impl_->seccomp) || ::lseek(seccomp_fd, 0, SEEK_SET) != 0)
-      return fail(make_box_error(ec::box_error, std::string{"cannot pass the seccomp filter: "} + std::strerror(errno)));
+  // The bounded tmpfs mounts follow the sources (see build_args).
+  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
+    staged_item item;
+    auto owner = m.shared ? std::string{"mode=1777"}
+                          : "mode=0755,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
+    item.tmpfs = "size=" + std::to_string(m.bytes) + ",nr_inodes=" + std::to_string(m.inodes) + "," + owner;
+    items.push_back(std::move(item));
   }
+  // Descriptors bwrap reads: the seccomp filter, init's image, the resolver file.
+  auto seccomp_fd = memfd_with("boxrt-seccomp", impl_->seccomp);
+  auto init_fd = reopen(impl_->init_image.get());
+  const bool network = spec.network == network_mode::on;
+  unique_fd resolv_fd;
+  if (network)
+    resolv_fd = memfd_with("boxrt-resolv", sandbox_resolv_conf);
+  if (!seccomp_fd || !init_fd || (network && !resolv_fd))
+    return make_box_error(ec::box_error, std::string{"cannot pass the sandbox its files: "} + std::strerror(errno));
 
   // Limits: the cgroup the launcher joins before it becomes bwrap.
   if (impl_->cgroups) {
@@ -955,18 +1102,32 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     limits.memory_bytes = spec.memory_mb * 1048576;
     limits.pids = spec.pids_limit + opts_.pids_overhead;
     limits.cpus = spec.cpus;
-    auto g = impl_->cgroups->create(sid, limits);
+    auto g = impl_->cgroups->create(s.id_ + "-" + std::to_string(s.generation), limits);
     if (!g)
-      return fail(g.error());
-    s->group = std::move(g.value());
+      return g.error();
+    s.group = std::move(g.value());
   }
 
-  constexpr int child_seccomp_fd = 3;
-  auto args = build_args(spec, child_seccomp_fd, spec.network == network_mode::on, !s->skills_view.empty());
-  std::vector<char*> argv;
-  for (auto& x : args)
-    argv.push_back(x.data());
-  argv.push_back(nullptr);
+  // bwrap takes its arguments from a descriptor (--args), so /proc/<pid>/cmdline inside
+  // shows none of boxd's paths.
+  auto args = build_args(spec, child_seccomp_fd, network, !s.skills_view.empty());
+  // Options go through the descriptor; bwrap takes the command from its command line.
+  std::string packed;
+  for (size_t i = 1; i + 1 < args.size(); ++i) {
+    packed += args[i];
+    packed.push_back('\0');
+  }
+  auto args_fd = memfd_with("boxrt-args", packed);
+  if (!args_fd)
+    return make_box_error(ec::box_error, std::string{"cannot pass bwrap its arguments: "} + std::strerror(errno));
+  // Above every target number, so the launcher's dup2 onto 0..7 never clobbers one.
+  for (auto* fd : {&seccomp_fd, &init_fd, &resolv_fd, &args_fd})
+    if (*fd)
+      fd->reset(high_fd(fd->release()));
+  std::string bwrap = opts_.bwrap_path;
+  std::string fd_arg = std::to_string(child_args_fd);
+  std::string command = args.back();
+  char* argv[] = {bwrap.data(), const_cast<char*>("--args"), fd_arg.data(), command.data(), nullptr};
   char* envp[] = {nullptr};
 
   // Staging: the unprivileged bwrap cannot reach a source whose parent folders it may
@@ -974,40 +1135,34 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
   // mount namespace of its own (a slave: mounts from the host, such as skills, still
   // arrive; nothing goes back), mounts a tmpfs on the staging folder there and attaches
   // each source to <stage>/<n> (tenant sources as detached mount copies taken above,
-  // boxd's own folders by path); bwrap binds from those. Nothing of
-  // this is visible on the host, and it all goes when the sandbox ends.
-  std::vector<std::string> stage_from, stage_to;
-  std::vector<char> stage_is_dir;
+  // boxd's own folders by path) and mounts the bounded tmpfs ones; bwrap binds from
+  // those. Nothing of this is visible on the host, and it all goes when the sandbox ends.
+  std::vector<std::string> stage_to;
+  std::vector<const char*> stage_from, stage_tmpfs;
   std::vector<int> stage_tree;
-  for (size_t i = 0; i + 1 < source_fds.size(); ++i) { // the last one is the seccomp memfd
-    stage_from.push_back(source_paths[i]);
-    stage_tree.push_back(source_trees[i]);
+  std::vector<char> stage_is_dir;
+  for (size_t i = 0; i < items.size(); ++i) {
     stage_to.push_back(stage_root_ + "/" + std::to_string(i));
-    struct stat st{};
-    stage_is_dir.push_back(::fstat(source_fds[i], &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0);
-  }
-  // The bounded tmpfs mounts follow the sources (see build_args).
-  std::vector<std::string> stage_tmpfs(stage_to.size());
-  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
-    stage_from.emplace_back();
-    stage_tree.push_back(-1);
-    stage_to.push_back(stage_root_ + "/" + std::to_string(stage_to.size()));
-    stage_is_dir.push_back(1);
-    auto owner = m.shared ? std::string{"mode=1777"}
-                          : "mode=0755,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
-    stage_tmpfs.push_back("size=" + std::to_string(m.bytes) + ",nr_inodes=" + std::to_string(m.inodes) + "," + owner);
+    stage_from.push_back(items[i].path.c_str());
+    stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
+    stage_tree.push_back(items[i].tree.get());
+    stage_is_dir.push_back(items[i].dir ? 1 : 0);
   }
   auto stage_root = stage_root_;
 
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
-    return fail(make_box_error(ec::box_error, std::string{"cannot create pipes: "} + std::strerror(errno)));
-  for (int* p : {in_pipe, out_pipe, err_pipe}) {
+  int in_pipe[2], out_pipe[2], err_pipe[2], info_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0
+      || ::pipe2(info_pipe, O_CLOEXEC) != 0)
+    return make_box_error(ec::box_error, std::string{"cannot create pipes: "} + std::strerror(errno));
+  for (int* p : {in_pipe, out_pipe, err_pipe, info_pipe}) {
     p[0] = high_fd(p[0]);
     p[1] = high_fd(p[1]);
   }
-  std::vector<int> join = s->group ? s->group->join_fds() : std::vector<int>{};
-  auto bwrap = opts_.bwrap_path;
+  unique_fd info_read{info_pipe[0]};
+  std::vector<int> join = s.group ? s.group->join_fds() : std::vector<int>{};
+  const int handed[][2] = {{seccomp_fd.get(), child_seccomp_fd}, {info_pipe[1], child_info_fd},
+                           {args_fd.get(), child_args_fd},       {init_fd.get(), child_init_fd},
+                           {resolv_fd.get(), child_resolv_fd}};
 
   pid_t pid = -1;
   impl_->launcher.run([&] {
@@ -1035,8 +1190,6 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     ::setrlimit(RLIMIT_CORE, &core);
     rlimit fsize{512ull << 20, 512ull << 20};
     ::setrlimit(RLIMIT_FSIZE, &fsize);
-    rlimit nofile{1024, 1024};
-    ::setrlimit(RLIMIT_NOFILE, &nofile);
     if (nproc > 0) {
       rlimit procs{nproc, nproc};
       ::setrlimit(RLIMIT_NPROC, &procs);
@@ -1058,57 +1211,88 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
       // A tenant's source arrives as the detached copy taken in boxd (no path lookup
       // here, so nothing can be swapped in between); boxd's own folders by path; the
       // bounded tmpfs mounts are made here.
-      bool staged = !stage_tmpfs[i].empty()
-                      ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
-                                stage_tmpfs[i].c_str()) == 0
+      bool staged = stage_tmpfs[i] != nullptr
+                      ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, stage_tmpfs[i]) == 0
                     : stage_tree[i] >= 0
                       ? ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0
-                      : ::mount(stage_from[i].c_str(), stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+                      : ::mount(stage_from[i], stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
       if (!staged)
         die("bwrap launcher: cannot stage a mount source");
     }
-    if (::dup2(in_pipe[0], 0) < 0 || ::dup2(out_pipe[1], 1) < 0 || ::dup2(err_pipe[1], 2) < 0
-        || ::dup2(seccomp_fd, child_seccomp_fd) < 0)
+    // What the child keeps is exactly stdio and the handed descriptors: everything else
+    // is closed before the descriptor limit is lowered.
+    if (::dup2(in_pipe[0], 0) < 0 || ::dup2(out_pipe[1], 1) < 0 || ::dup2(err_pipe[1], 2) < 0)
       ::_exit(121);
-    ::close_range(child_seccomp_fd + 1, ~0u, 0);
+    for (auto& [from, to] : handed)
+      if (from >= 0 && ::dup2(from, to) < 0)
+        ::_exit(121);
+    ::close_range(child_resolv_fd + 1, ~0u, 0);
+    rlimit nofile{1024, 1024};
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
     if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
       ::_exit(123);
-    ::execve(bwrap.c_str(), argv.data(), envp);
+    ::execve(bwrap.c_str(), argv, envp);
     ::_exit(127);
   }
   });
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  close_all();
-  if (s->group)
-    s->group->close_join_fds();
-  s->to_init = in_pipe[1];
-  s->from_init = out_pipe[0];
-  s->errors = err_pipe[0];
+  ::close(info_pipe[1]);
+  items.clear();
+  if (s.group)
+    s.group->close_join_fds();
+  s.to_init.reset(in_pipe[1]);
+  s.from_init.reset(out_pipe[0]);
+  s.errors.reset(err_pipe[0]);
   if (pid < 0)
-    return fail(make_box_error(ec::box_error, std::string{"cannot start bwrap: "} + std::strerror(errno)));
-  s->pid = pid;
+    return make_box_error(ec::box_error, std::string{"cannot start bwrap: "} + std::strerror(errno));
+  s.pid = pid;
+  s.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
 
   std::string payload;
   auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
-  auto st = read_frame(s->from_init, payload, deadline, nullptr);
+  auto st = read_frame(s.from_init.get(), payload, deadline, nullptr);
   if (st != read_status::ok || proto::reader{payload}.field() != std::optional<std::string_view>{"ready"}) {
-    auto why = read_available(s->errors);
+    auto why = read_available(s.errors.get());
     if (why.empty())
       why = st == read_status::timeout ? "no answer within " + std::to_string(opts_.start_timeout_ms) + " ms"
                                        : "it exited at start";
-    return fail(make_box_error(ec::box_error, "bwrap could not start the sandbox: " + why));
+    return make_box_error(ec::box_error, "bwrap could not start the sandbox: " + why);
   }
-  // init opened both control FIFOs before it said ready, so neither open blocks.
-  s->ctl_req = high_fd(::open((s->io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-  s->ctl_rep = high_fd(::open((s->io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-  if (s->ctl_req < 0 || s->ctl_rep < 0)
-    return fail(make_box_error(ec::box_error, "bwrap sandbox " + sid + " has no control channel"));
+  // bwrap wrote the sandbox's first pid to the info descriptor before init ran.
+  s.ns_pid = child_pid_of(read_available(info_read.get()));
+  // init opened both control FIFOs before it said ready, so neither open blocks; once
+  // boxd holds its ends the names go, so no command can open the channel itself.
+  s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  s.ctl_rep.reset(high_fd(::open((s.io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  if (!s.ctl_req || !s.ctl_rep)
+    return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " has no control channel");
+  ::unlink((s.io_dir + "/ctl.req").c_str());
+  ::unlink((s.io_dir + "/ctl.rep").c_str());
   // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
-  ::fcntl(s->to_init, F_SETFL, ::fcntl(s->to_init, F_GETFL) | O_NONBLOCK);
-  spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, pid);
-  return std::shared_ptr<backend_session>{std::move(s)};
+  ::fcntl(s.to_init.get(), F_SETFL, ::fcntl(s.to_init.get(), F_GETFL) | O_NONBLOCK);
+  if (network) {
+    if (s.ns_pid <= 0)
+      return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " did not report its namespaces");
+    auto stack = netstack::attach(s.ns_pid, destinations_to_refuse(opts_.listen_host), s.private_dir);
+    if (!stack)
+      return stack.error();
+    s.net = std::move(stack.value());
+  }
+  return {};
+}
+
+box_error bwrap_backend::revive(bwrap_session& s) {
+  if (!s.died())
+    return {};
+  spdlog::info("bwrap: the sandbox of session {} ({}) has died; starting a fresh one", s.spec.session_id, s.id());
+  s.end_sandbox();
+  if (auto e = launch(s)) {
+    s.end_sandbox();
+    return e;
+  }
+  return {};
 }
 
 result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec& spec,
@@ -1127,6 +1311,11 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   }
   if (!s->alive())
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  // A sandbox that died since the last exec (killed from outside, or its init gone) is
+  // replaced before this exec reaches it, with the same workspace: nothing of this
+  // exec has run yet, so it runs exactly once, in the fresh sandbox.
+  if (auto e = revive(*s))
+    return e;
   proto::exec_request req;
   req.workdir = spec.workdir;
   req.cmd = spec.cmd;
@@ -1138,14 +1327,14 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   auto t0 = clock_type::now();
   auto deadline = deadline_after(t0, spec.timeout_sec);
   std::string payload;
-  auto st = write_frame(s->to_init, proto::encode(req), deadline, &s->interrupted_);
+  auto st = write_frame(s->to_init.get(), proto::encode(req), deadline, &s->interrupted_);
   if (st == read_status::ok)
-    st = read_frame(s->from_init, payload, deadline, &s->interrupted_);
+    st = read_frame(s->from_init.get(), payload, deadline, &s->interrupted_);
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
   auto oom = s->group && s->group->oom_kills() > oom_before;
   if (st == read_status::timeout) {
     // The whole process tree goes (the pid namespace with it); the session is over.
-    s->kill_sandbox();
+    s->kill_sandbox(true);
     out.status = exec_status::timed_out;
     out.exit_code = -1;
     out.stderr_text = "Command timed out after " + std::to_string(spec.timeout_sec) + " seconds.";
@@ -1153,7 +1342,10 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
     return out;
   }
   if (st == read_status::closed) {
-    s->kill_sandbox();
+    // The sandbox died under this exec: it reports that, and the next exec gets a
+    // fresh sandbox of the same session.
+    auto why = read_available(s->errors.get());
+    s->kill_sandbox(false);
     if (s->interrupted_) {
       out.exit_code = 137;
       out.stderr_text = "interrupted";
@@ -1166,13 +1358,12 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
       out.duration_ms = elapsed;
       return out;
     }
-    auto why = read_available(s->errors);
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " exited during the command"
                                            + (why.empty() ? std::string{} : ": " + why));
   }
   auto reply = proto::decode_reply(payload);
   if (!reply) {
-    s->kill_sandbox();
+    s->kill_sandbox(true);
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " sent a malformed reply");
   }
   out.exit_code = reply->exit_code;
@@ -1238,8 +1429,16 @@ result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(ba
   auto* s = dynamic_cast<bwrap_session*>(&session);
   if (s == nullptr)
     return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
-  if (!s->alive() || s->io_dir.empty())
+  if (!s->alive())
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  {
+    // A running exec owns the sandbox (and notices its death itself): only when none
+    // runs is a dead sandbox replaced here.
+    std::unique_lock lock{s->exec_mtx, std::try_to_lock};
+    if (lock.owns_lock())
+      if (auto e = revive(*s))
+        return e;
+  }
   auto name = "p" + std::to_string(++s->process_seq);
   auto path = [&](const char* suffix) { return s->io_dir + "/" + name + suffix; };
   int in_rw = -1, out = -1, err = -1;
@@ -1307,7 +1506,8 @@ result<std::shared_ptr<void>> bwrap_backend::acquire_skill_storage(const std::st
   if (fs::path{opts_.skills_tenants_dir}.lexically_normal() != p.parent_path().lexically_normal()
       || managed_tenant_name(opts_.skills_tenants_dir + "/" + name).empty())
     return std::shared_ptr<void>{};
-  auto lease = impl_->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb);
+  // The store writes as root; a session hands the packages it mounts to its own uid.
+  auto lease = impl_->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb, 0, 0);
   if (!lease)
     return lease.error();
   return std::shared_ptr<void>{std::move(lease.value())};

@@ -14,6 +14,11 @@
 
 namespace boxrt {
 
+/// The default sandbox uid range: 65,536 uids above every range Debian hands out for
+/// /etc/subuid by default, and outside systemd's (0x70000000...).
+inline constexpr uint32_t default_sandbox_uid_first = 0x70000000u;
+inline constexpr uint32_t default_sandbox_uid_last = 0x7000ffffu;
+
 class cgroup_tree;
 class loop_quota;
 class bwrap_session;
@@ -25,12 +30,19 @@ struct bwrap_options {
   std::string init_path;
   /// This boxd's own state: session records, quota images, mount records, lock.
   std::string state_dir = "data/box/state";
-  /// Host uid and gid the sandboxed commands run as (never root).
-  uint32_t uid = 64000;
-  uint32_t gid = 64000;
-  /// Without cgroups, session n runs as uid + 1 + (n % uid_span) so RLIMIT_NPROC is a
-  /// per-session cap.
-  uint32_t uid_span = 1000;
+  /// Host uids the sandboxed commands run as (server.sandbox_uid_range): each workspace
+  /// gets one of its own, recorded as the owner of its folder; a session without a
+  /// host path gets one for itself. Never 0.
+  uint32_t uid_first = default_sandbox_uid_first;
+  uint32_t uid_last = default_sandbox_uid_last;
+  /// Folders whose subfolders are workspaces (the default workspace's `tenants`):
+  /// scanned at start for the uids already recorded.
+  std::vector<std::string> workspace_roots;
+  /// The trusted host's group (server.host_gid): read and write on every tenant tree
+  /// through an ACL, while the trees are closed to everyone else. -1: no such group.
+  int64_t host_gid = -1;
+  /// Where boxd listens: refused from network-on sandboxes when it is not loopback.
+  std::string listen_host;
   /// Largest sizes of the private tmpfs mounts (/tmp, /home, /dev/shm). Each also has
   /// an inode cap, and together they are scaled down to half of the session's
   /// memory_mb: tmpfs pages are charged to the sandbox's memory limit, so a full tmpfs
@@ -64,6 +76,13 @@ class bwrap_backend : public backend {
   /// Blocking (about 15 ms).
   std::string self_test();
 
+  /// The host uid a session's commands run as (0 for another backend's session).
+  uint32_t sandbox_uid(const backend_session& session) const;
+
+  /// The host pid of the sandbox's first process (bwrap's reaper, pid 1 inside; init is
+  /// its child), or -1. It changes when a dead sandbox is replaced.
+  pid_t sandbox_pid(const backend_session& session) const;
+
   std::string name() const override { return "bwrap"; }
   bool isolating() const override { return true; }
   readiness_report probe_readiness(const std::string& workspace_path, bool strict) override;
@@ -91,6 +110,15 @@ class bwrap_backend : public backend {
   /// start_session; `own_paths` lets boxd's own probes use folders of its state
   /// directory, which tenants never may.
   result<std::shared_ptr<backend_session>> start(const box_spec& spec, bool own_paths);
+
+  /// What a session keeps across its sandboxes: its uid, quota mounts, private folder.
+  box_error prepare(bwrap_session& s);
+
+  /// Starts a sandbox for `s` (again, after the last one died).
+  box_error launch(bwrap_session& s);
+
+  /// Replaces the sandbox of `s` when it has died. Called with s.exec_mtx held.
+  box_error revive(bwrap_session& s);
 
   /// Mounts into the session's skills view exactly the skill mounts of `spec`.
   box_error sync_skills(bwrap_session& s, const box_spec& spec);

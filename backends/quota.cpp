@@ -128,8 +128,8 @@ box_error unmount(const std::string& mount_point) {
 
 } // namespace
 
-loop_quota::loop_quota(std::string images_dir, std::string records_dir, uint32_t uid, uint32_t gid)
-  : images_dir_(std::move(images_dir)), records_dir_(std::move(records_dir)), uid_(uid), gid_(gid) {
+loop_quota::loop_quota(std::string images_dir, std::string records_dir)
+  : images_dir_(std::move(images_dir)), records_dir_(std::move(records_dir)) {
 }
 
 loop_quota::lease::~lease() {
@@ -161,12 +161,12 @@ box_error loop_quota::mount_image(const std::string& image, const std::string& m
 }
 
 result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string& name,
-                                                                const std::string& mount_point,
-                                                                int64_t size_mb) {
+                                                                const std::string& mount_point, int64_t size_mb,
+                                                                uint32_t uid, uint32_t gid, bool ephemeral) {
   std::lock_guard lock{mtx_};
   auto shared = [&] { return std::shared_ptr<lease>{new lease(*this, mount_point)}; };
   if (auto i = mounts_.find(mount_point); i != mounts_.end()) {
-    ++i->second;
+    ++i->second.leases;
     return shared();
   }
   std::error_code err;
@@ -188,7 +188,7 @@ result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string
       if (!ok)
         return make_box_error(ec::box_error, "cannot size " + tmp + ": " + std::strerror(errno));
     }
-    auto owner = "root_owner=" + std::to_string(uid_) + ":" + std::to_string(gid_);
+    auto owner = "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid);
     if (auto e = run_tool({"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", owner, tmp});
         !e.empty()) {
       fs::remove(tmp, err);
@@ -208,19 +208,22 @@ result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string
       fs::remove(records_dir_ + "/" + record_name(mount_point), err);
       return e;
     }
-  mounts_[mount_point] = 1;
+  mounts_[mount_point] = mounted{1, ephemeral ? image : std::string{}};
   return shared();
 }
 
 void loop_quota::release(const std::string& mount_point) {
   std::lock_guard lock{mtx_};
   auto i = mounts_.find(mount_point);
-  if (i == mounts_.end() || --i->second > 0)
+  if (i == mounts_.end() || --i->second.leases > 0)
     return;
+  auto image = std::move(i->second.image);
   mounts_.erase(i);
   if (auto e = unmount(mount_point))
     spdlog::warn("quota: {}", e.message);
   std::error_code err;
+  if (!image.empty())
+    fs::remove(image, err);
   fs::remove(records_dir_ + "/" + record_name(mount_point), err);
 }
 
@@ -246,14 +249,20 @@ void loop_quota::cleanup_recorded() {
     }
     fs::remove(entry.path(), err);
   }
+  // Private workspaces of sessions that ended with the crash.
+  for (auto& entry : fs::directory_iterator{images_dir_, err})
+    if (entry.path().filename().string().starts_with(ephemeral_prefix))
+      fs::remove(entry.path(), err);
 }
 
 void loop_quota::release_all() {
   std::lock_guard lock{mtx_};
   std::error_code err;
-  for (auto& [point, count] : mounts_) {
+  for (auto& [point, m] : mounts_) {
     if (auto e = unmount(point))
       spdlog::warn("quota: {}", e.message);
+    if (!m.image.empty())
+      fs::remove(m.image, err);
     fs::remove(records_dir_ + "/" + record_name(point), err);
   }
   mounts_.clear();

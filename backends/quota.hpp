@@ -18,9 +18,8 @@ namespace boxrt {
 
 class loop_quota {
  public:
-  /// `images_dir` holds the images, `records_dir` one record per live mount; `uid` and
-  /// `gid` own the root directory of every new image.
-  loop_quota(std::string images_dir, std::string records_dir, uint32_t uid, uint32_t gid);
+  /// `images_dir` holds the images, `records_dir` one record per live mount.
+  loop_quota(std::string images_dir, std::string records_dir);
 
   /// Holds one mount; the last lease of a mount point unmounts it.
   class lease {
@@ -38,11 +37,16 @@ class loop_quota {
     std::string mount_point_;
   };
 
-  /// Mounts the image `name` (created with `size_mb` when missing) at `mount_point`,
-  /// or shares the mount already there. An existing image keeps its size: growing or
-  /// shrinking a quota needs an operator. Blocking (mkfs, mount): worker pool only.
-  result<std::shared_ptr<lease>> acquire(const std::string& name, const std::string& mount_point,
-                                         int64_t size_mb);
+  /// Mounts the image `name` (created with `size_mb` when missing, its root owned by
+  /// `uid`:`gid`) at `mount_point`, or shares the mount already there. An existing
+  /// image keeps its size: growing or shrinking a quota needs an operator. An
+  /// `ephemeral` image (a session's private workspace) is deleted with its last lease,
+  /// and after a crash by cleanup_recorded. Blocking (mkfs, mount): worker pool only.
+  result<std::shared_ptr<lease>> acquire(const std::string& name, const std::string& mount_point, int64_t size_mb,
+                                         uint32_t uid, uint32_t gid, bool ephemeral = false);
+
+  /// Image names of ephemeral images start with this.
+  static constexpr const char* ephemeral_prefix = "session-";
 
   /// Unmounts every mount recorded by an earlier run (crash leftovers).
   void cleanup_recorded();
@@ -60,11 +64,13 @@ class loop_quota {
 
   std::string images_dir_;
   std::string records_dir_;
-  uint32_t uid_;
-  uint32_t gid_;
   std::mutex mtx_;
-  /// mount point -> live leases.
-  std::map<std::string, int> mounts_;
+  struct mounted {
+    int leases = 0;
+    std::string image; // deleted with the last lease when not empty (ephemeral)
+  };
+  /// mount point -> its mount.
+  std::map<std::string, mounted> mounts_;
 };
 
 /// Mount points of boxd's own mount namespace at or below `prefix`, deepest first.

@@ -26,17 +26,23 @@ std::string_view strip(std::string_view s) noexcept {
 
 } // namespace
 
-bwrap_options bwrap_options_for(const box_config& config) {
+bwrap_options bwrap_options_for(const box_config& config, const host_options& host) {
   auto local = resolve_local(config.local);
   bwrap_options o;
   auto root = local.host_root.empty() ? std::string{"data/box"} : local.host_root;
   o.state_dir = root + "/state";
   o.skills_tenants_dir = local.skills_root + "/tenants";
   o.skills_quota_mb = local.skills_quota_mb;
+  if (!local.default_workspace.empty())
+    o.workspace_roots.push_back(local.default_workspace + "/tenants");
+  o.uid_first = host.uid_first;
+  o.uid_last = host.uid_last;
+  o.host_gid = host.host_gid;
+  o.listen_host = host.listen_host;
   return o;
 }
 
-backend_choice select_backend(const box_config& config) {
+backend_choice select_backend(const box_config& config, const host_options& host) {
   auto requested = strip(config.backend);
   if (requested == "scripted")
     return {std::make_shared<scripted_backend>(config.scripted), "scripted", ""};
@@ -52,7 +58,7 @@ backend_choice select_backend(const box_config& config) {
   };
   bool automatic = requested.empty() || requested == "auto" || requested == "local";
   if (automatic || requested == "bwrap") {
-    auto b = std::make_shared<bwrap_backend>(bwrap_options_for(config));
+    auto b = std::make_shared<bwrap_backend>(bwrap_options_for(config, host));
     auto why = b->unavailable_reason();
     // `auto` takes bwrap only when a probe sandbox really runs; then nsjail if it is
     // there. Never the unisolated process backend.

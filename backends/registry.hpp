@@ -16,15 +16,25 @@ struct backend_choice {
   std::string reason;
 };
 
+/// What backends take from boxd's own (server) configuration, which box_init never
+/// changes: the sandbox uid range, the trusted host's group, where boxd listens.
+struct host_options {
+  uint32_t uid_first = 0x70000000u;
+  uint32_t uid_last = 0x7000ffffu;
+  int64_t host_gid = -1;
+  std::string listen_host;
+};
+
 /// Selects the backend named by `config.backend` ("", "auto" and "local" mean bwrap).
 /// A named backend that is unavailable never falls back to another one.
-backend_choice select_backend(const box_config& config);
+backend_choice select_backend(const box_config& config, const host_options& host = {});
 
 struct bwrap_options;
 
 /// The bwrap backend's options derived from `box.local` (state under the host root,
-/// skill storage under the skills root).
-bwrap_options bwrap_options_for(const box_config& config);
+/// skill storage under the skills root, workspaces under the default workspace's
+/// tenants folder) and `host`.
+bwrap_options bwrap_options_for(const box_config& config, const host_options& host = {});
 
 /// The reference's BoxBackendUnavailableError text, for execs without a backend.
 std::string backend_unavailable_message();

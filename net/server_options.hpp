@@ -24,6 +24,15 @@ struct server_options {
   /// How long a second relay waits for a managed process that another relay holds
   /// before it is closed with 1013 (protocol.md §1.4: one attacher at a time).
   size_t relay_attach_wait_ms = 30000;
+  /// Host uids sandboxes run as, one per workspace (contract §4.7), inclusive. The
+  /// default lies above the ranges Debian gives /etc/subuid and outside systemd's.
+  uint32_t sandbox_uid_first = 0x70000000u;
+  uint32_t sandbox_uid_last = 0x7000ffffu;
+  /// The trusted host's group: it keeps read and write access to tenant trees, which
+  /// are closed to everyone else. -1 = boxd's own group.
+  int64_t host_gid = -1;
+  /// Test-only: lets the scripted backend make admission mode ready. Never in production.
+  bool testing = false;
 };
 
 /// Validates options that make the server refuse to start (non-loopback host without a

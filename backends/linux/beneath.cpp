@@ -1,8 +1,12 @@
 #include "backends/linux/beneath.hpp"
 
 #include <dirent.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -353,7 +357,67 @@ unique_fd open_root(const std::string& path, int flags) {
   return open_trusted(path, flags);
 }
 
-int hand_over(int dir, uint32_t uid, uint32_t gid) {
+namespace {
+
+/// "/proc/self/fd/N": the path-taking calls that have no descriptor form (xattrs and
+/// chmod on an O_PATH descriptor) reach exactly the open file through it.
+std::string fd_path(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+void put_entry(std::string& out, uint16_t tag, uint16_t perm, uint32_t id) {
+  posix_acl_xattr_entry e{};
+  e.e_tag = htole16(tag);
+  e.e_perm = htole16(perm);
+  e.e_id = htole32(id);
+  out.append(reinterpret_cast<const char*>(&e), sizeof e);
+}
+
+/// An ACL in the kernel's xattr form: owner, owning group, `gid`, mask, others (the
+/// order the kernel requires).
+std::string acl_of(uint16_t user, uint16_t group, uint32_t gid, uint16_t named, uint16_t other) {
+  std::string out;
+  posix_acl_xattr_header h{};
+  h.a_version = htole32(POSIX_ACL_XATTR_VERSION);
+  out.append(reinterpret_cast<const char*>(&h), sizeof h);
+  constexpr uint32_t undefined = static_cast<uint32_t>(ACL_UNDEFINED_ID);
+  put_entry(out, ACL_USER_OBJ, user, undefined);
+  put_entry(out, ACL_GROUP_OBJ, group, undefined);
+  put_entry(out, ACL_GROUP, named, gid);
+  put_entry(out, ACL_MASK, static_cast<uint16_t>(group | named), undefined);
+  put_entry(out, ACL_OTHER, other, undefined);
+  return out;
+}
+
+} // namespace
+
+int grant_group(int fd, uint32_t gid, bool close_others) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0)
+    return errno;
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+    return 0; // links, FIFOs, sockets: nothing to read or write through
+  const bool dir = S_ISDIR(st.st_mode);
+  auto path = fd_path(fd);
+  if (close_others && ::chmod(path.c_str(), st.st_mode & 07770) != 0)
+    return errno;
+  const auto user = static_cast<uint16_t>((st.st_mode >> 6) & 7);
+  const auto group = static_cast<uint16_t>((st.st_mode >> 3) & 7);
+  const auto other = static_cast<uint16_t>(close_others ? 0 : st.st_mode & 7);
+  const uint16_t named = dir ? 7 : 6;
+  auto access = acl_of(user, group, gid, named, other);
+  if (::setxattr(path.c_str(), "system.posix_acl_access", access.data(), access.size(), 0) != 0)
+    return errno;
+  if (dir) {
+    // What the tenant creates inside is the host group's too, and closed to others.
+    auto inherited = acl_of(7, 7, gid, 7, 0);
+    if (::setxattr(path.c_str(), "system.posix_acl_default", inherited.data(), inherited.size(), 0) != 0)
+      return errno;
+  }
+  return 0;
+}
+
+int hand_over(int dir, uint32_t uid, uint32_t gid, int64_t host_gid) {
   struct frame {
     std::string name;
     ident id;
@@ -365,8 +429,6 @@ int hand_over(int dir, uint32_t uid, uint32_t gid) {
     ident top;
     if (!cur || !ident_of(cur.get(), "", AT_EMPTY_PATH, top))
       return errno;
-    if (::fchown(cur.get(), uid, gid) != 0)
-      return errno;
     std::vector<frame> stack;
     bool over = false;
     auto names = list(cur.get(), SIZE_MAX, over);
@@ -377,8 +439,13 @@ int hand_over(int dir, uint32_t uid, uint32_t gid) {
     while (!stack.empty() && !restart) {
       auto& f = stack.back();
       if (f.next == f.names.size()) {
-        if (stack.size() == 1)
-          return 0;
+        if (stack.size() == 1) {
+          // The top last: its owner is the record that the hand-over is complete.
+          if (host_gid >= 0)
+            if (int e = grant_group(cur.get(), static_cast<uint32_t>(host_gid), true); e != 0)
+              return e;
+          return ::fchown(cur.get(), uid, gid) == 0 ? 0 : errno;
+        }
         unique_fd up{::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
         ident up_id;
         stack.pop_back();
@@ -397,6 +464,12 @@ int hand_over(int dir, uint32_t uid, uint32_t gid) {
       // The entry itself, never what a link points to.
       if (::fchownat(cur.get(), name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT)
         return errno;
+      if (host_gid >= 0 && (S_ISREG(mode) || S_ISDIR(mode))) {
+        unique_fd entry{::openat(cur.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)};
+        if (entry)
+          if (int e = grant_group(entry.get(), static_cast<uint32_t>(host_gid), false); e != 0 && e != ENOENT)
+            return e;
+      }
       if (!S_ISDIR(mode) || id.mnt != top.mnt)
         continue;
       unique_fd sub{::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};

@@ -84,11 +84,19 @@ removal_error remove_tree(int parent, const std::string& name);
 /// Removes everything below the open directory `dir`, keeping `dir` itself.
 removal_error remove_contents(int dir);
 
-/// Gives the folder `dir` and everything below it to `uid`:`gid` (entries that already
-/// have that owner are left as they are), walking descriptors only: no link is ever
-/// followed (links themselves are re-owned), no mount is entered, no depth limit, a
-/// constant number of descriptors. 0, or the errno of the first step that failed.
-int hand_over(int dir, uint32_t uid, uint32_t gid);
+/// Lets the group `gid` read and write the open file or folder `fd` through a POSIX
+/// ACL entry (its owner and group bits stay as they are); a folder also passes the
+/// entry on to whatever is created in it (its default ACL). `close_others` takes every
+/// permission from everyone else (the file's own mode included). 0 or errno.
+int grant_group(int fd, uint32_t gid, bool close_others);
+
+/// Gives the folder `dir` and everything below it to `uid`:`gid`, walking descriptors
+/// only: no link is ever followed (links themselves are re-owned), no mount is entered,
+/// no depth limit, a constant number of descriptors. `dir` itself changes owner last,
+/// so an interrupted hand-over is redone in full next time. With `host_gid` >= 0, that
+/// group keeps read and write access to every file and folder (grant_group), and `dir`
+/// is closed to everyone else. 0, or the errno of the first step that failed.
+int hand_over(int dir, uint32_t uid, uint32_t gid, int64_t host_gid = -1);
 
 /// The absolute path of an open descriptor, as the kernel names it (for replies and
 /// messages, never to open by).

@@ -152,31 +152,17 @@ std::string run_on_host(const std::string& python, const std::string& env = {}) 
   return out;
 }
 
-/// The host pid of the boxrt-init that is pid 2 inside a sandbox started by this
-/// process (a descendant of it), or -1.
-pid_t host_pid_of_init() {
-  auto descends_from_us = [](pid_t pid) {
-    for (int hops = 0; pid > 1 && hops < 16; ++hops) {
-      std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
-      pid_t parent = -1;
-      for (std::string line; std::getline(status, line);)
-        if (line.rfind("PPid:", 0) == 0)
-          parent = std::stoi(line.substr(5));
-      if (parent == ::getpid())
-        return true;
-      pid = parent;
-    }
-    return false;
-  };
+/// The host pid of the boxrt-init of a sandbox whose first process is `first` (init
+/// is that process's child), or -1.
+pid_t host_pid_of_init(pid_t first) {
   for (auto& e : fs::directory_iterator{"/proc"}) {
     auto name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos)
       continue;
-    std::ifstream cmdline{e.path() / "cmdline"};
-    std::string argv0;
-    std::getline(cmdline, argv0, '\0');
-    if (argv0 == "/.boxrt/init" && descends_from_us(std::stoi(name)))
-      return std::stoi(name);
+    std::ifstream status{e.path() / "status"};
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("PPid:", 0) == 0 && std::stoi(line.substr(5)) == first)
+        return std::stoi(name);
   }
   return -1;
 }
@@ -223,7 +209,7 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_init_costs_an_exec_at_most_its_timeout, sandbo
   auto s = spec("stopped-init");
   auto session = start(s);
   BOOST_REQUIRE(run(*session, s, "true").exit_code == 0);
-  auto init = host_pid_of_init();
+  auto init = host_pid_of_init(backend->sandbox_pid(*session));
   BOOST_REQUIRE(init > 0);
   // Whatever stops init (here the host, standing in for any way a command finds), the
   // next request must not block a worker for good: a command bigger than a pipe's
@@ -238,7 +224,8 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_init_costs_an_exec_at_most_its_timeout, sandbo
     session->interrupt(); // let the stuck write go, so the test can end
   BOOST_REQUIRE_MESSAGE(answered, "the exec was not answered within timeout_sec + 5 s");
   auto r = reply.get();
-  BOOST_TEST((!r.ok() || r.value().status == exec_status::timed_out));
+  BOOST_TEST((!r.ok() || r.value().status == exec_status::timed_out),
+             (r.ok() ? "exit " + std::to_string(r.value().exit_code) + ": " + r.value().stderr_text : r.error().message));
   ::kill(init, SIGCONT);
   backend->stop_session(*session);
 }

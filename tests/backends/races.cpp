@@ -171,6 +171,7 @@ struct race_fixture : sandbox_fixture {
     auto s = spec("racer", area);
     s.timeout_sec = 120;
     sandbox = start(s);
+    uid = backend->sandbox_uid(*sandbox);
   }
   ~race_fixture() {
     if (racer)
@@ -186,7 +187,7 @@ struct race_fixture : sandbox_fixture {
   void owned_dir(const std::string& rel) {
     fs::create_directories(area + "/" + rel);
     for (fs::path p = area + "/" + rel; p.string().size() > area.size(); p = p.parent_path())
-      ::lchown(p.c_str(), opts.uid, opts.gid);
+      ::lchown(p.c_str(), uid, uid);
   }
 
   /// Builds a tree in a hidden staging folder of the area (`files`: relative path ->
@@ -200,8 +201,8 @@ struct race_fixture : sandbox_fixture {
     for (auto& [path, content] : files)
       put(stage + "/" + path, content);
     for (auto& e : fs::recursive_directory_iterator{stage})
-      ::lchown(e.path().c_str(), opts.uid, opts.gid);
-    ::lchown(stage.c_str(), opts.uid, opts.gid);
+      ::lchown(e.path().c_str(), uid, uid);
+    ::lchown(stage.c_str(), uid, uid);
     fs::create_directories(fs::path{area + "/" + rel}.parent_path());
     BOOST_REQUIRE(::rename(stage.c_str(), (area + "/" + rel).c_str()) == 0);
   }
@@ -231,6 +232,7 @@ struct race_fixture : sandbox_fixture {
   /// The racer must still be running when the rounds end, else they proved nothing.
   void require_racer_alive() { BOOST_REQUIRE_MESSAGE(!racer->exit_code(), racer->stderr_preview()); }
 
+  uint32_t uid = 0;
   std::string decoy;
   std::string fast;
   std::string area;
@@ -249,7 +251,7 @@ struct store_race_fixture : race_fixture {
     put(area + "/pkg/SKILL.md", "---\nname: pkg\n---\nPackage");
     owned_dir("pkg/sub");
     put(area + "/pkg/sub/secret.txt", "INNER");
-    ::lchown((area + "/pkg/sub/secret.txt").c_str(), opts.uid, opts.gid);
+    ::lchown((area + "/pkg/sub/secret.txt").c_str(), uid, uid);
   }
   skills::store store;
 };
@@ -377,7 +379,7 @@ BOOST_FIXTURE_TEST_CASE(a_raced_hand_over_never_gives_away_a_host_file, race_fix
   for (int round = 0; round < race_rounds; ++round) {
     auto fd = beneath::open_trusted(area + "/a/b", O_PATH | O_DIRECTORY);
     if (fd)
-      BOOST_REQUIRE_EQUAL(beneath::hand_over(fd.get(), opts.uid + 7, opts.gid + 7), 0);
+      BOOST_REQUIRE_EQUAL(beneath::hand_over(fd.get(), uid + 7, uid + 7), 0);
     BOOST_REQUIRE_MESSAGE(decoy_intact(), "decoy changed in round " << round);
   }
   require_racer_alive();

@@ -1,0 +1,134 @@
+#include "backends/linux/netstack.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "backends/quota.hpp"
+
+namespace boxrt {
+
+namespace {
+
+/// How long the stack may take to configure the namespace.
+constexpr int ready_timeout_ms = 5000;
+
+bool is_loopback(const std::string& host) {
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  return host == "::1" || host == "localhost";
+}
+
+void add_unique(std::vector<std::string>& list, std::string item) {
+  if (std::find(list.begin(), list.end(), item) == list.end())
+    list.push_back(std::move(item));
+}
+
+} // namespace
+
+refused_destinations destinations_to_refuse(const std::string& listen_host) {
+  refused_destinations out;
+  out.v4 = {"10.0.2.2", "169.254.0.0/16"};
+  out.v6 = {"fe80::/10"};
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (auto* a = list; a != nullptr; a = a->ifa_next) {
+      if (a->ifa_addr == nullptr)
+        continue;
+      char text[INET6_ADDRSTRLEN] = {};
+      if (a->ifa_addr->sa_family == AF_INET) {
+        auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+        ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+        // Loopback inside the sandbox is the sandbox's own; the host's is out of reach
+        // (the stack's host loopback is disabled and 10.0.2.2 refused).
+        if (!is_loopback(text))
+          add_unique(out.v4, text);
+      } else if (a->ifa_addr->sa_family == AF_INET6) {
+        auto* in = reinterpret_cast<sockaddr_in6*>(a->ifa_addr);
+        if (IN6_IS_ADDR_LOOPBACK(&in->sin6_addr) || IN6_IS_ADDR_LINKLOCAL(&in->sin6_addr))
+          continue;
+        ::inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+        add_unique(out.v6, text);
+      }
+    }
+    ::freeifaddrs(list);
+  }
+  if (!listen_host.empty() && !is_loopback(listen_host) && listen_host != "0.0.0.0" && listen_host != "::") {
+    in_addr a4{};
+    in6_addr a6{};
+    if (::inet_pton(AF_INET, listen_host.c_str(), &a4) == 1)
+      add_unique(out.v4, listen_host);
+    else if (::inet_pton(AF_INET6, listen_host.c_str(), &a6) == 1)
+      add_unique(out.v6, listen_host);
+  }
+  return out;
+}
+
+std::string nft_rules(const refused_destinations& refused) {
+  auto set = [](const std::vector<std::string>& xs) {
+    std::string out;
+    for (auto& x : xs)
+      out += (out.empty() ? "" : ", ") + x;
+    return out;
+  };
+  std::string rules = "table inet boxrt {\n  chain output {\n    type filter hook output priority 0; policy accept;\n";
+  if (!refused.v4.empty())
+    rules += "    ip daddr { " + set(refused.v4) + " } reject\n";
+  if (!refused.v6.empty())
+    rules += "    ip6 daddr { " + set(refused.v6) + " } reject\n";
+  rules += "  }\n}\n";
+  return rules;
+}
+
+result<std::unique_ptr<netstack>> netstack::attach(pid_t pid, const refused_destinations& refused,
+                                                   const std::string& scratch_dir) {
+  const auto ns = "/proc/" + std::to_string(pid) + "/ns/net";
+  const auto rules_path = scratch_dir + "/network.nft";
+  {
+    std::ofstream rules{rules_path, std::ios::trunc};
+    rules << nft_rules(refused);
+    if (!rules)
+      return make_box_error(ec::box_error, "cannot write the sandbox's network rules to " + rules_path);
+  }
+  if (auto e = run_tool({"nsenter", "--net=" + ns, "nft", "-f", rules_path}); !e.empty())
+    return make_box_error(ec::box_error, "cannot install the sandbox's network rules: " + e);
+  int exit_pipe[2], ready_pipe[2];
+  if (::pipe2(exit_pipe, O_CLOEXEC) != 0)
+    return make_box_error(ec::box_error, std::string{"cannot start the network stack: "} + std::strerror(errno));
+  unique_fd exit_r{exit_pipe[0]}, exit_w{exit_pipe[1]};
+  if (::pipe2(ready_pipe, O_CLOEXEC) != 0)
+    return make_box_error(ec::box_error, std::string{"cannot start the network stack: "} + std::strerror(errno));
+  unique_fd ready_r{ready_pipe[0]}, ready_w{ready_pipe[1]};
+  auto helper = helper_process::start({"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+                                       "--enable-sandbox", "--enable-seccomp", "--exit-fd=3", "--ready-fd=4",
+                                       "--netns-type=path", ns, "tap0"},
+                                      {{exit_r.get(), 3}, {ready_w.get(), 4}});
+  if (!helper)
+    return helper.error();
+  exit_r.reset();
+  ready_w.reset();
+  pollfd p{ready_r.get(), POLLIN, 0};
+  int rc;
+  while ((rc = ::poll(&p, 1, ready_timeout_ms)) < 0 && errno == EINTR) {
+  }
+  char c = 0;
+  if (rc <= 0 || ::read(ready_r.get(), &c, 1) != 1) {
+    auto why = (*helper)->error_text();
+    return make_box_error(ec::box_error, "the network stack did not start" + (why.empty() ? std::string{} : ": " + why));
+  }
+  std::unique_ptr<netstack> out{new netstack};
+  out->helper_ = std::move(helper.value());
+  out->exit_fd_ = std::move(exit_w);
+  return out;
+}
+
+} // namespace boxrt

@@ -1,0 +1,50 @@
+// Host uids of sandboxes (contract §4.7). Each workspace's commands run as a uid of its
+// own from a configured range. The record is the owner of the workspace's own folder
+// (or of its quota image's root), so a scan at start finds every assignment again; no
+// uid is ever shared by two workspaces and a full range is refused. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "messages/error.hpp"
+
+namespace boxrt {
+
+class uid_allocator {
+ public:
+  /// Hands out uids in [first, last] (inclusive).
+  uid_allocator(uint32_t first, uint32_t last);
+
+  uint32_t first() const { return first_; }
+  uint32_t last() const { return last_; }
+
+  /// Records the owners of the subfolders of `dir` (a tenants folder): each folder
+  /// owned by a uid in the range keeps it, unless an earlier folder holds it already.
+  void scan(const std::string& dir);
+
+  /// The uid of the workspace whose own folder is `real_path`, owned now by `owner`: that
+  /// owner when it is in range and no other workspace holds it, else the lowest free
+  /// uid (the caller then hands the folder over). BoxCapacityExceededError when none is free.
+  result<uint32_t> for_workspace(const std::string& real_path, uint32_t owner);
+
+  /// A uid for a session without a folder of its own, held until release().
+  result<uint32_t> for_session(const std::string& session);
+  void release(const std::string& session);
+
+  /// The workspace folders and sessions that hold a uid now.
+  size_t assigned() const;
+
+ private:
+  result<uint32_t> take(const std::string& key);
+
+  uint32_t first_;
+  uint32_t last_;
+  mutable std::mutex mtx_;
+  std::map<std::string, uint32_t> by_key_;
+  std::map<uint32_t, std::string> by_uid_;
+};
+
+} // namespace boxrt
