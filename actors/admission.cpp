@@ -440,15 +440,15 @@ bool workspace_admission::evictable() const noexcept {
 
 // -- free functions ------------------------------------------------------------------
 
-box_error validate_required_policy(const admission_policy& p) {
+box_error validate_required_policy(const admission_policy& p, bool testing) {
   if (!p.required)
     return admission_error("Cloud Box sandbox admission must be required");
   if (p.logical_session_id != "global")
     return admission_error("Cloud Box sandbox session ID must be global");
-  // "scripted" names the test backend: admission logic is tested against it, and its
-  // readiness is whatever its config says, so it never passes for real isolation.
+  // "scripted" names the test backend, whose readiness is whatever its config says:
+  // it can stand in only where the operator declared a test (server.testing).
   if (p.required_backend != "bwrap" && p.required_backend != "nsjail"
-      && p.required_backend != "scripted")
+      && !(testing && p.required_backend == "scripted"))
     return admission_error("Cloud Box sandbox backend must be bwrap or nsjail");
   if (p.max_sessions != 1 || p.max_managed_processes != 0)
     return admission_error(
@@ -502,7 +502,8 @@ std::string tenant_workspace_path(const box_config& config, std::string_view box
 }
 
 runtime_readiness compute_readiness(const box_config& config, const readiness_report& backend,
-                                    std::string_view workspace_mount_error, bool unsafe_soft) {
+                                    std::string_view workspace_mount_error, bool unsafe_soft,
+                                    bool testing) {
   runtime_readiness r;
   const auto& policy = config.admission;
   r.admission_mode = policy.required || !config.admission_error.empty();
@@ -512,10 +513,12 @@ runtime_readiness compute_readiness(const box_config& config, const readiness_re
     r.error = backend.error;
     return r;
   }
-  auto policy_error = config.admission_error.empty() ? validate_required_policy(policy)
+  auto policy_error = config.admission_error.empty() ? validate_required_policy(policy, testing)
                                                      : box_error{};
   r.checks["configuration"] = config.admission_error.empty() && !policy_error;
-  bool right_backend = backend.backend_name == policy.required_backend;
+  // A backend that isolates nothing never makes admission ready, whatever its report
+  // says, unless this is a declared test.
+  bool right_backend = backend.backend_name == policy.required_backend && (backend.isolating || testing);
   r.checks["required_backend"] = right_backend;
   r.checks["workspace_mount"] = workspace_mount_error.empty();
   // As the reference: the backend's readiness counts only for the required backend.

@@ -156,7 +156,7 @@ class workspace_admission {
 
 /// The Cloud policy rules of admission.md §3.6 items 2-7 (BoxAdmissionError), with
 /// boxrt's backend rule "bwrap or nsjail". Empty when `p` is a valid required policy.
-box_error validate_required_policy(const admission_policy& p);
+box_error validate_required_policy(const admission_policy& p, bool testing = false);
 
 /// Lexical normalisation of an absolute path: collapses "//", ".", ".." and a trailing
 /// "/". Used to compare host paths without touching the filesystem.
@@ -179,7 +179,8 @@ struct runtime_readiness {
 /// result of the (blocking) default-workspace check, "" when it passed. `unsafe_soft`
 /// is LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
 runtime_readiness compute_readiness(const box_config& config, const readiness_report& backend,
-                                    std::string_view workspace_mount_error, bool unsafe_soft);
+                                    std::string_view workspace_mount_error, bool unsafe_soft,
+                                    bool testing = false);
 
 /// "Managed sandbox isolation is not ready (failed checks: a, b)" or "(failed checks:
 /// unknown)", as BoxReadinessError.

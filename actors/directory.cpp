@@ -251,7 +251,7 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
     st.args = std::move(a);
     st.settings.config = st.args.config;
     if (st.settings.config.admission.required && st.settings.config.admission_error.empty())
-      if (auto err = validate_required_policy(st.settings.config.admission))
+      if (auto err = validate_required_policy(st.settings.config.admission, st.args.testing))
         st.settings.config.admission_error = err.message;
     st.settings.trusted_instance = st.args.trusted_instance;
     st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
@@ -395,7 +395,7 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
           next.admission_error
             = "Sandbox admission enforcement cannot be disabled without restarting the Box Runtime";
         } else if (next.admission.required && next.admission_error.empty()) {
-          if (auto err = validate_required_policy(next.admission))
+          if (auto err = validate_required_policy(next.admission, st.args.testing))
             next.admission_error = err.message;
         }
         st.settings.config = std::move(next);
@@ -426,7 +426,8 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
       [self](probed_atom, readiness_report& report, std::string& mount_error) {
         auto& st = self->state;
         st.probing = false;
-        auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage);
+        auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage,
+                                   st.args.testing);
         bool first = !st.settings.probed;
         auto before = st.settings;
         st.settings.backend_report = report;

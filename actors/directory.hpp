@@ -28,6 +28,8 @@ struct directory_args {
   std::shared_ptr<process_registry> processes;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
   bool unsafe_soft_storage = false;
+  /// server.testing: the scripted backend may make admission mode ready (tests only).
+  bool testing = false;
 };
 
 directory_actor spawn_directory(caf::actor_system& sys, directory_args args);

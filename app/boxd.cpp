@@ -83,9 +83,15 @@ int main(int argc, char** argv) {
                  "as root: apt-get install bubblewrap), named in box.backend.");
     spdlog::warn("==================================================================");
   } else if (!choice.backend->isolating()) {
-    spdlog::warn("backend \"{}\" does not isolate commands: use it for development and tests only",
+    spdlog::warn("==================================================================");
+    spdlog::warn("backend \"{}\" ISOLATES NOTHING: commands run unsandboxed. Use it for "
+                 "development and tests only.",
                  choice.backend->name());
+    spdlog::warn("==================================================================");
   }
+  if (cfg.server.testing)
+    spdlog::warn("server.testing is set: the scripted test backend may make admission mode ready. "
+                 "Never set it in production.");
 
   // Signals go to the waiting thread below, never to the I/O or actor threads.
   sigset_t signals;
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
   dargs.pool = pool;
   dargs.processes = processes;
   dargs.unsafe_soft_storage = cfg.unsafe_soft_storage;
+  dargs.testing = cfg.server.testing;
   auto directory = spawn_directory(sys, std::move(dargs));
 
   int exit_code = 0;

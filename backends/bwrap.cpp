@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -374,8 +375,13 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   bool died() const {
     if (pid <= 0)
       return true;
-    pollfd p{pidfd.get(), POLLIN, 0};
-    return pidfd && ::poll(&p, 1, 0) > 0;
+    // The outer bwrap, or the sandbox's reaper (pid 1 inside), which ends with init.
+    for (auto* fd : {&pidfd, &ns_pidfd}) {
+      pollfd p{fd->get(), POLLIN, 0};
+      if (*fd && ::poll(&p, 1, 0) > 0)
+        return true;
+    }
+    return false;
   }
 
   /// Ends the sandbox itself and what each launch makes (processes, pipes, cgroup,
@@ -391,6 +397,8 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
       pid = -1;
       pidfd.reset();
     }
+    ns_pid = -1;
+    ns_pidfd.reset();
     from_init.reset();
     errors.reset();
     {
@@ -442,6 +450,7 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   /// The sandbox's first process as the host sees it (bwrap's --info-fd child-pid): the
   /// way into its namespaces.
   pid_t ns_pid = -1;
+  unique_fd ns_pidfd;
   unique_fd to_init;
   unique_fd from_init;
   unique_fd errors;
@@ -879,6 +888,11 @@ uint32_t bwrap_backend::sandbox_uid(const backend_session& session) const {
   return s ? s->uid : 0;
 }
 
+std::string bwrap_backend::io_limits(const backend_session& session) const {
+  auto* s = dynamic_cast<const bwrap_session*>(&session);
+  return s && s->group ? s->group->io_limits() : std::string{};
+}
+
 pid_t bwrap_backend::sandbox_pid(const backend_session& session) const {
   auto* s = dynamic_cast<const bwrap_session*>(&session);
   return s ? s->ns_pid : -1;
@@ -1096,16 +1110,22 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   if (!seccomp_fd || !init_fd || (network && !resolv_fd))
     return make_box_error(ec::box_error, std::string{"cannot pass the sandbox its files: "} + std::strerror(errno));
 
-  // Limits: the cgroup the launcher joins before it becomes bwrap.
+  // Limits: the cgroup the launcher joins before it becomes bwrap. I/O caps apply to
+  // the device of a workspace's quota image (boxd's probes: of its own folder).
   if (impl_->cgroups) {
     cgroup_limits limits;
     limits.memory_bytes = spec.memory_mb * 1048576;
     limits.pids = spec.pids_limit + opts_.pids_overhead;
     limits.cpus = spec.cpus;
+    limits.io = opts_.io.any() && (spec.workspace_quota_mb > 0 || s.own_paths);
     auto g = impl_->cgroups->create(s.id_ + "-" + std::to_string(s.generation), limits);
     if (!g)
       return g.error();
     s.group = std::move(g.value());
+    struct stat ws{};
+    if (limits.io && !items.empty() && ::fstat(items.front().fd.get(), &ws) == 0)
+      if (auto e = s.group->limit_io(major(ws.st_dev), minor(ws.st_dev), opts_.io))
+        return e;
   }
 
   // bwrap takes its arguments from a descriptor (--args), so /proc/<pid>/cmdline inside
@@ -1262,6 +1282,8 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   }
   // bwrap wrote the sandbox's first pid to the info descriptor before init ran.
   s.ns_pid = child_pid_of(read_available(info_read.get()));
+  if (s.ns_pid > 0)
+    s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
   // init opened both control FIFOs before it said ready, so neither open blocks; once
   // boxd holds its ends the names go, so no command can open the channel itself.
   s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
@@ -1586,15 +1608,19 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
              "touch /dev/probe 2>/dev/null && echo dev-writable || echo dev-readonly; "
              "stat -f -c '%b %S %c' /tmp /home /dev/shm";
   bool limits_held = false;
+  bool io_read_back = false;
   auto probe = [&]() -> std::string {
     auto started = start(spec, true); // the probe's workspace is boxd's own folder
     if (!started)
       return started.error().message;
     auto res = exec(**started, spec, exec_limits{});
     // The limits hold only if the sandbox really runs inside its group, limited.
-    if (auto* bs = dynamic_cast<bwrap_session*>(started->get()); bs && bs->group)
+    if (auto* bs = dynamic_cast<bwrap_session*>(started->get()); bs && bs->group) {
       limits_held = bs->group->process_count() >= 2
                     && bs->group->pids_max() == std::to_string(spec.pids_limit + opts_.pids_overhead);
+      // I/O caps as the kernel reads them back (configured ones only).
+      io_read_back = opts_.io.any() && !bs->group->io_limits().empty();
+    }
     stop_session(**started);
     if (!res)
       return res.error().message;
@@ -1641,6 +1667,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     spdlog::warn("bwrap: readiness probe failed: {}", error);
   }
   r.details["resource_limits"] = impl_->cgroups != nullptr && error.empty() && limits_held;
+  r.details["io_limits"] = io_read_back && error.empty();
   r.details["cgroup_v2"] = r.details["resource_limits"] && impl_->cgroups->kind() == cgroup_tree::version::v2;
   bool storage = *impl_->storage_ok;
   r.details["hard_workspace_quota"] = storage;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cgroup.hpp"
 
 namespace boxrt {
 
@@ -19,7 +20,6 @@ namespace boxrt {
 inline constexpr uint32_t default_sandbox_uid_first = 0x70000000u;
 inline constexpr uint32_t default_sandbox_uid_last = 0x7000ffffu;
 
-class cgroup_tree;
 class loop_quota;
 class bwrap_session;
 
@@ -43,6 +43,9 @@ struct bwrap_options {
   int64_t host_gid = -1;
   /// Where boxd listens: refused from network-on sandboxes when it is not loopback.
   std::string listen_host;
+  /// Disk I/O caps per session on its quota image's loop device (box.limits.io_*; off
+  /// by default). Sessions without a quota image are not capped.
+  io_caps io;
   /// Largest sizes of the private tmpfs mounts (/tmp, /home, /dev/shm). Each also has
   /// an inode cap, and together they are scaled down to half of the session's
   /// memory_mb: tmpfs pages are charged to the sandbox's memory limit, so a full tmpfs
@@ -78,6 +81,9 @@ class bwrap_backend : public backend {
 
   /// The host uid a session's commands run as (0 for another backend's session).
   uint32_t sandbox_uid(const backend_session& session) const;
+
+  /// A session's I/O caps as its cgroup reads them back ("" when it has none).
+  std::string io_limits(const backend_session& session) const;
 
   /// The host pid of the sandbox's first process (bwrap's reaper, pid 1 inside; init is
   /// its child), or -1. It changes when a dead sandbox is replaced.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -97,6 +98,7 @@ std::vector<std::string> cgroup_tree::base_dirs() const {
   std::vector<std::string> out;
   for (auto* c : controllers)
     out.push_back(controller_dir(c));
+  out.push_back(controller_dir("blkio"));
   return out;
 }
 
@@ -124,7 +126,7 @@ result<std::unique_ptr<cgroup_tree::group>> cgroup_tree::create(const std::strin
     fs::create_directories(base, err);
     if (err)
       return make_box_error(ec::box_error, "cannot create cgroup " + base + ": " + err.message());
-    if (auto e = write_file(base + "/cgroup.subtree_control", "+memory +pids +cpu"))
+    if (auto e = write_file(base + "/cgroup.subtree_control", limits.io ? "+memory +pids +cpu +io" : "+memory +pids +cpu"))
       return e;
     auto dir = base + "/" + name;
     fs::create_directories(dir, err);
@@ -132,6 +134,8 @@ result<std::unique_ptr<cgroup_tree::group>> cgroup_tree::create(const std::strin
       return make_box_error(ec::box_error, "cannot create cgroup " + dir + ": " + err.message());
     g->dirs_.push_back(dir);
     g->memory_dir_ = g->pids_dir_ = dir;
+    if (limits.io)
+      g->io_dir_ = dir;
   } else {
     for (auto* c : controllers) {
       if (!fs::is_directory(root_ + "/" + c))
@@ -144,6 +148,16 @@ result<std::unique_ptr<cgroup_tree::group>> cgroup_tree::create(const std::strin
     }
     g->memory_dir_ = g->dirs_[0];
     g->pids_dir_ = g->dirs_[1];
+    if (limits.io) {
+      if (!fs::is_directory(root_ + "/blkio"))
+        return make_box_error(ec::box_error, "cgroup v1 controller blkio is not mounted");
+      auto dir = controller_dir("blkio") + "/" + name;
+      fs::create_directories(dir, err);
+      if (err)
+        return make_box_error(ec::box_error, "cannot create cgroup " + dir + ": " + err.message());
+      g->dirs_.push_back(dir);
+      g->io_dir_ = dir;
+    }
   }
   auto fail = [&](box_error e) -> result<std::unique_ptr<group>> {
     g->destroy();
@@ -230,6 +244,48 @@ int64_t cgroup_tree::group::oom_kills() const {
     if (key == "oom_kill")
       return value;
   return 0;
+}
+
+box_error cgroup_tree::group::limit_io(unsigned major, unsigned minor, const io_caps& caps) const {
+  if (io_dir_.empty())
+    return make_box_error(ec::box_error, "cgroup " + name_ + " has no io controller");
+  auto dev = std::to_string(major) + ":" + std::to_string(minor);
+  if (v2_) {
+    auto v = [](int64_t x) { return x > 0 ? std::to_string(x) : std::string{"max"}; };
+    return write_file(io_dir_ + "/io.max", dev + " rbps=" + v(caps.read_bps) + " wbps=" + v(caps.write_bps)
+                                             + " riops=" + v(caps.read_iops) + " wiops=" + v(caps.write_iops));
+  }
+  const std::pair<const char*, int64_t> files[] = {{"read_bps_device", caps.read_bps},
+                                                   {"write_bps_device", caps.write_bps},
+                                                   {"read_iops_device", caps.read_iops},
+                                                   {"write_iops_device", caps.write_iops}};
+  for (auto& [file, value] : files)
+    if (value > 0)
+      if (auto e = write_file(io_dir_ + "/blkio.throttle." + file, dev + " " + std::to_string(value)))
+        return e;
+  return {};
+}
+
+std::string cgroup_tree::group::io_limits() const {
+  if (io_dir_.empty())
+    return {};
+  auto slurp = [](const std::string& path) {
+    std::ifstream in{path};
+    return std::string{std::istreambuf_iterator<char>{in}, {}};
+  };
+  if (v2_)
+    return slurp(io_dir_ + "/io.max");
+  std::map<std::string, std::string> by_device;
+  for (const char* key : {"read_bps", "write_bps", "read_iops", "write_iops"}) {
+    std::istringstream in{slurp(io_dir_ + "/blkio.throttle." + key + "_device")};
+    std::string dev, value;
+    while (in >> dev >> value)
+      by_device[dev] += std::string{by_device[dev].empty() ? "" : " "} + key + "=" + value;
+  }
+  std::string out;
+  for (auto& [dev, line] : by_device)
+    out += dev + " " + line + "\n";
+  return out;
 }
 
 void cgroup_tree::group::kill_all() const {

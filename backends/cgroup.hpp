@@ -13,10 +13,21 @@
 
 namespace boxrt {
 
+/// Disk I/O caps on one block device (0 = none).
+struct io_caps {
+  int64_t read_bps = 0;
+  int64_t write_bps = 0;
+  int64_t read_iops = 0;
+  int64_t write_iops = 0;
+  bool any() const { return read_bps > 0 || write_bps > 0 || read_iops > 0 || write_iops > 0; }
+};
+
 struct cgroup_limits {
   int64_t memory_bytes = 0; // 0 = no memory limit
   int64_t pids = 0;         // 0 = no pids limit
   double cpus = 0;          // 0 = no cpu quota
+  /// The group also gets the io (v2) or blkio (v1) controller, for limit_io().
+  bool io = false;
 };
 
 class cgroup_tree {
@@ -54,6 +65,15 @@ class cgroup_tree {
     /// The kernel's count of out-of-memory kills in this group.
     int64_t oom_kills() const;
 
+    /// Caps the group's I/O on the block device `major`:`minor` (io.max on v2, the
+    /// blkio.throttle files on v1, which throttle direct and synchronous I/O but not
+    /// buffered writeback). Needs cgroup_limits::io.
+    box_error limit_io(unsigned major, unsigned minor, const io_caps& caps) const;
+
+    /// The group's I/O caps as the kernel reports them, one "MAJ:MIN key=value ..." line
+    /// per device ("" when none).
+    std::string io_limits() const;
+
     /// SIGKILLs every process in the group until it is empty (bounded). Blocking.
     void kill_all() const;
 
@@ -77,6 +97,7 @@ class cgroup_tree {
     std::vector<int> join_fds_;
     std::string memory_dir_;
     std::string pids_dir_;
+    std::string io_dir_;
     bool v2_ = false;
     std::string name_;
     bool destroyed_ = false;

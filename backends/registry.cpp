@@ -39,6 +39,10 @@ bwrap_options bwrap_options_for(const box_config& config, const host_options& ho
   o.uid_last = host.uid_last;
   o.host_gid = host.host_gid;
   o.listen_host = host.listen_host;
+  o.io.read_bps = config.limits.io_read_bps;
+  o.io.write_bps = config.limits.io_write_bps;
+  o.io.read_iops = config.limits.io_read_iops;
+  o.io.write_iops = config.limits.io_write_iops;
   return o;
 }
 

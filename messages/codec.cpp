@@ -508,6 +508,10 @@ constexpr limit_def limit_defs[] = {
   {"max_output_bytes", &runtime_limits::max_output_bytes, 1024, 16777216},
   {"max_timeout_sec", &runtime_limits::max_timeout_sec, 1, 86400},
   {"max_sessions_per_workspace", &runtime_limits::max_sessions_per_workspace, 1, 5000},
+  {"io_read_bps", &runtime_limits::io_read_bps, 0, int64_t{1} << 40},
+  {"io_write_bps", &runtime_limits::io_write_bps, 0, int64_t{1} << 40},
+  {"io_read_iops", &runtime_limits::io_read_iops, 0, int64_t{1} << 30},
+  {"io_write_iops", &runtime_limits::io_write_iops, 0, int64_t{1} << 30},
 };
 
 constexpr std::string_view backend_names[] = {"",       "auto",    "local",   "bwrap",

@@ -262,6 +262,11 @@ struct runtime_limits {
   int64_t max_output_bytes = 1048576;            // 1024..16777216 per stream
   int64_t max_timeout_sec = 3600;                // 1..86400, exec timeout ceiling
   int64_t max_sessions_per_workspace = 64;       // 1..5000
+  /// Disk I/O caps per session on its quota image's device (0 = none; the default).
+  int64_t io_read_bps = 0;                       // 0..2^40
+  int64_t io_write_bps = 0;                      // 0..2^40
+  int64_t io_read_iops = 0;                      // 0..2^30
+  int64_t io_write_iops = 0;                     // 0..2^30
 
   friend bool operator==(const runtime_limits&, const runtime_limits&) = default;
 };

@@ -114,6 +114,7 @@ struct core_fixture {
     if (opts.admission)
       config.admission = cloud_policy();
     directory_args a;
+    a.testing = true; // the scripted backend stands in for an isolating one here
     a.config = config;
     a.trusted_instance = "instance-a";
     if (opts.backend) {

@@ -107,6 +107,27 @@ BOOST_AUTO_TEST_CASE(admission_mode_is_ready_when_every_property_is_enforced) {
   BOOST_TEST(r.error == "");
 }
 
+BOOST_AUTO_TEST_CASE(the_scripted_backend_makes_admission_ready_only_in_a_declared_test) {
+  // A backend that reports every key yet isolates nothing.
+  auto fake = strict_backend();
+  fake.backend_name = "scripted";
+  fake.isolating = false;
+  auto c = admission_config();
+  c.admission.required_backend = "scripted";
+  auto r = compute_readiness(c, fake, "", false);
+  BOOST_TEST(!r.ready);
+  BOOST_TEST(!r.checks.at("configuration"));
+  BOOST_TEST(!r.checks.at("required_backend"));
+  BOOST_TEST(r.error == "Cloud Box sandbox backend must be bwrap or nsjail");
+  BOOST_TEST(describe(validate_required_policy(c.admission)) == "BoxAdmissionError: Cloud Box sandbox backend must be bwrap or nsjail");
+  // Even named "bwrap", a report that isolates nothing does not pass.
+  fake.backend_name = "bwrap";
+  BOOST_TEST(!compute_readiness(admission_config(), fake, "", false).ready);
+  // server.testing: the test suites drive admission logic against it.
+  fake.backend_name = "scripted";
+  BOOST_TEST(compute_readiness(c, fake, "", false, true).ready);
+}
+
 BOOST_AUTO_TEST_CASE(soft_storage_limits_fail_the_four_storage_checks_in_order) {
   auto b = strict_backend();
   for (auto key : {"hard_workspace_quota", "hard_skill_storage_quota",

@@ -2,8 +2,12 @@
 // here by a real program in a real sandbox (root, as CI runs). Every probe also runs as
 // a plain host child once (the controls), so a probe that could never succeed cannot
 // pass for a wall.
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
@@ -264,6 +268,213 @@ BOOST_AUTO_TEST_CASE(control_the_refused_calls_work_without_the_filter) {
 }
 
 #endif
+
+BOOST_FIXTURE_TEST_CASE(a_dead_sandbox_is_replaced_on_the_next_exec_with_the_workspace_intact, sandbox_fixture) {
+  for (bool private_workspace : {true, false}) {
+    BOOST_TEST_CONTEXT((private_workspace ? "private workspace" : "host workspace")) {
+      auto s = spec(private_workspace ? "dies-private" : "dies-host",
+                    private_workspace ? std::string{} : tenant("dead0dead0dead0dead0dead"));
+      auto session = start(s);
+      BOOST_REQUIRE_EQUAL(run(*session, s, "echo kept > /workspace/file; echo run >> /workspace/runs").exit_code, 0);
+      // Killed from outside between two execs: the next exec runs in a fresh sandbox.
+      auto first = backend->sandbox_pid(*session);
+      BOOST_REQUIRE(first > 0 && ::kill(first, SIGKILL) == 0);
+      BOOST_REQUIRE(eventually([&] { return !fs::exists("/proc/" + std::to_string(first)); }));
+      auto r = run(*session, s, "cat /workspace/file; echo run >> /workspace/runs; wc -l < /workspace/runs");
+      BOOST_TEST(r.exit_code == 0, r.stderr_text);
+      BOOST_TEST(r.stdout_text == "kept\n2");
+      BOOST_TEST(backend->sandbox_pid(*session) != first);
+      // Killed during an exec: that exec reports the death, the next runs once, fresh.
+      auto during = std::async(std::launch::async, [&] {
+        auto spec_during = s;
+        spec_during.cmd = "echo run >> /workspace/runs; touch /workspace/started; sleep 30";
+        return backend->exec(*session, spec_during, exec_limits{});
+      });
+      // The marker is in the workspace: the host folder, or the session folder's.
+      BOOST_REQUIRE(eventually([&] {
+        std::error_code err;
+        auto where = private_workspace ? opts.state_dir + "/sessions" : tenant("dead0dead0dead0dead0dead");
+        for (auto it = fs::recursive_directory_iterator{where, err}; it != fs::recursive_directory_iterator{};
+             it.increment(err))
+          if (it->path().filename() == "started")
+            return true;
+        return false;
+      }));
+      ::kill(backend->sandbox_pid(*session), SIGKILL);
+      BOOST_REQUIRE(during.wait_for(std::chrono::seconds{20}) == std::future_status::ready);
+      auto died = during.get();
+      BOOST_TEST(!died.ok());
+      auto after = run(*session, s, "cat /workspace/file; wc -l < /workspace/runs");
+      BOOST_TEST(after.stdout_text == "kept\n3");
+      backend->stop_session(*session);
+    }
+  }
+}
+
+namespace {
+
+/// Runs `fn` in a child process as host user `uid` with the supplementary groups
+/// `groups`; returns its exit code.
+template <class Fn>
+int as_host_user(uint32_t uid, std::vector<gid_t> groups, Fn fn) {
+  auto pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setresgid(uid, uid, uid) != 0
+        || ::setresuid(uid, uid, uid) != 0)
+      ::_exit(99);
+    ::_exit(fn());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 98;
+}
+
+/// The errno of reading `path` (0: read), of writing it with `mode` "a".
+int try_read(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return errno;
+  ::close(fd);
+  return 0;
+}
+
+int try_append(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+  if (fd < 0)
+    return errno;
+  auto n = ::write(fd, "host\n", 5);
+  ::close(fd);
+  return n == 5 ? 0 : errno;
+}
+
+constexpr uint32_t nobody = 65534;
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(each_workspace_runs_as_its_own_uid_and_its_tree_is_closed_to_other_users, sandbox_fixture) {
+  // The trusted host's group keeps access; everyone else is shut out.
+  opts.host_gid = 4242;
+  make_backend();
+  auto a_path = tenant("a11a11a11a11a11a11a11a11"), b_path = tenant("b22b22b22b22b22b22b22b22");
+  // Every folder above the tenant trees is open to all: only the trees' own
+  // permissions can keep another user out.
+  fs::create_directories(root + "/workspaces/tenants");
+  for (auto dir : {root, root + "/workspaces", root + "/workspaces/tenants"})
+    ::chmod(dir.c_str(), 0755);
+  auto a = spec("uid-a", a_path), b = spec("uid-b", b_path);
+  auto sa = start(a), sb = start(b);
+  auto uid_a = run(*sa, a, "id -u; echo secret > /workspace/a.txt; umask 022; echo open > /workspace/open.txt").stdout_text;
+  auto uid_b = run(*sb, b, "id -u").stdout_text;
+  BOOST_TEST(uid_a != uid_b);
+  BOOST_TEST(uid_a == std::to_string(backend->sandbox_uid(*sa)));
+  struct stat st{};
+  BOOST_REQUIRE(::stat((a_path + "/a.txt").c_str(), &st) == 0);
+  BOOST_TEST(st.st_uid == backend->sandbox_uid(*sa));
+  BOOST_REQUIRE(::stat(a_path.c_str(), &st) == 0);
+  BOOST_TEST(st.st_uid == backend->sandbox_uid(*sa));
+  BOOST_TEST((st.st_mode & 07) == 0);
+  // Another local user reads nothing, not even a file the tenant left world-readable.
+  BOOST_TEST(as_host_user(nobody, {}, [&] { return try_read(a_path + "/open.txt"); }) == EACCES);
+  // Neither does the other workspace's uid.
+  BOOST_TEST(as_host_user(backend->sandbox_uid(*sb), {}, [&] { return try_read(a_path + "/a.txt"); }) == EACCES);
+  // A non-root member of the host group reads and writes the tenant's files.
+  BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_read(a_path + "/a.txt"); }) == 0);
+  BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_append(a_path + "/a.txt"); }) == 0);
+  BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_append(a_path + "/open.txt"); }) == 0);
+  backend->stop_session(*sa);
+  backend->stop_session(*sb);
+}
+
+BOOST_FIXTURE_TEST_CASE(workspace_uids_survive_a_restart_and_a_full_range_is_refused, sandbox_fixture) {
+  opts.uid_first = 0x71000000u;
+  opts.uid_last = opts.uid_first + 1;
+  opts.workspace_roots = {root + "/workspaces/tenants"};
+  make_backend();
+  // A tree of an earlier boxd version: everything owned by 64000.
+  auto legacy = tenant("0ld0ld0ld0ld0ld0ld0ld0ld");
+  fs::create_directories(legacy + "/sub");
+  std::ofstream{legacy + "/sub/kept.txt"} << "kept";
+  for (auto& e : fs::recursive_directory_iterator{legacy})
+    ::lchown(e.path().c_str(), 64000, 64000);
+  ::chown(legacy.c_str(), 64000, 64000);
+  auto first = spec("legacy", legacy);
+  auto s1 = start(first);
+  const auto uid = backend->sandbox_uid(*s1);
+  BOOST_TEST(uid >= opts.uid_first);
+  BOOST_TEST(uid <= opts.uid_last);
+  // Handed over: the tenant owns and writes its old files.
+  BOOST_TEST(run(*s1, first, "echo more >> /workspace/sub/kept.txt && cat /workspace/sub/kept.txt").stdout_text
+             == "keptmore");
+  backend->stop_session(*s1);
+  // The record is the folder's owner: a new boxd finds the same uid by its scan.
+  make_backend();
+  auto other = spec("other", tenant("0th0th0th0th0th0th0th0th"));
+  auto s2 = start(other);
+  BOOST_TEST(backend->sandbox_uid(*s2) != uid);
+  auto again = start(first);
+  BOOST_TEST(backend->sandbox_uid(*again) == uid);
+  // Two uids in the range, both taken: a third workspace is refused.
+  auto full = backend->start_session(spec("third", tenant("3rd3rd3rd3rd3rd3rd3rd3rd")));
+  BOOST_REQUIRE(!full.ok());
+  BOOST_TEST(wire_class(full.error().code) == "BoxCapacityExceededError");
+  BOOST_TEST(full.error().message == "Box sandbox uid range " + std::to_string(opts.uid_first) + "-"
+                                       + std::to_string(opts.uid_last) + " is exhausted");
+  backend->stop_session(*s2);
+  backend->stop_session(*again);
+}
+
+BOOST_FIXTURE_TEST_CASE(no_path_of_boxd_shows_in_the_sandboxs_proc, sandbox_fixture) {
+  // Every process's cmdline, environ and mountinfo, as a command inside reads them.
+  const std::string dump = "for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ /proc/[0-9]*/mountinfo; do "
+                           "cat $f 2>/dev/null; echo; done | tr '\\0' ' '";
+  const auto build_dir = fs::path{opts.init_path.empty() ? BOXRT_TEST_BUILD_DIR : opts.init_path}.parent_path().string();
+  auto quota = spec("paths-quota", tenant("9a79a79a79a79a79a79a79a7"));
+  quota.workspace_quota_mb = 16;
+  for (auto s : {quota, spec("paths-plain", tenant("9b79b79b79b79b79b79b79b7"))}) {
+    BOOST_TEST_CONTEXT(s.session_id) {
+      auto session = start(s);
+      auto seen = run(*session, s, dump).stdout_text;
+      BOOST_TEST(seen.find("/.boxrt/init") != std::string::npos); // the probe reads them
+      BOOST_TEST(seen.find(opts.state_dir) == std::string::npos);
+      BOOST_TEST(seen.find(build_dir) == std::string::npos);
+      // A workspace on a quota image is a filesystem of its own: nothing of the host's
+      // folders shows at all. A plain host folder shows only its own path (the kernel
+      // prints a bind's root within its filesystem: docs/sandbox.md).
+      if (s.workspace_quota_mb > 0)
+        BOOST_TEST(seen.find(root) == std::string::npos);
+      else
+        BOOST_TEST(seen.find(root + "/state") == std::string::npos);
+      backend->stop_session(*session);
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(disk_io_caps_apply_to_the_quota_images_device_only_when_configured, sandbox_fixture) {
+  auto quota = spec("io", tenant("10a10a10a10a10a10a10a10a"));
+  quota.workspace_quota_mb = 16;
+  // Off by default: no caps, and readiness does not claim any.
+  {
+    auto session = start(quota);
+    BOOST_TEST(backend->io_limits(*session).empty());
+    backend->stop_session(*session);
+    BOOST_TEST(!backend->probe_readiness("", true).details.at("io_limits"));
+  }
+  opts.io.write_bps = 1048576;
+  opts.io.write_iops = 200;
+  make_backend();
+  auto session = start(quota);
+  struct stat st{};
+  BOOST_REQUIRE(::stat(quota.host_path.c_str(), &st) == 0);
+  // The workspace is the quota image's loop device, and that is what is capped.
+  BOOST_TEST(major(st.st_dev) == 7u);
+  auto device = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  BOOST_TEST(backend->io_limits(*session) == device + " write_bps=1048576 write_iops=200\n");
+  // The workspace still works under the caps.
+  BOOST_TEST(run(*session, quota, "dd if=/dev/zero of=/workspace/f bs=64k count=4 oflag=direct 2>/dev/null; wc -c < /workspace/f").stdout_text
+             == "262144");
+  backend->stop_session(*session);
+  BOOST_TEST(backend->probe_readiness("", true).details.at("io_limits"));
+}
 
 BOOST_FIXTURE_TEST_CASE(every_writable_tmpfs_is_bounded_in_bytes_and_inodes_and_dev_takes_no_files, sandbox_fixture) {
   // Files in a tmpfs cost memory the sandbox is charged for: a full tmpfs must answer

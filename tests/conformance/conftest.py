@@ -28,7 +28,7 @@ INSTANCE = "instance-a"
 class Boxd:
     """One boxd process with its own config and data folder."""
 
-    def __init__(self, box: dict):
+    def __init__(self, box: dict, testing: bool = False):
         self.dir = tempfile.mkdtemp(prefix="boxd-conformance-")
         box = dict(box)
         box.setdefault("local", {})["host_root"] = os.path.join(self.dir, "box")
@@ -37,6 +37,8 @@ class Boxd:
                 "listen": "127.0.0.1:0",
                 "control_token": TOKEN,
                 "transfer_dir": os.path.join(self.dir, "transfers"),
+                # Lets the scripted backend make admission ready: tests only.
+                "testing": testing,
             },
             "box": box,
         }
@@ -152,7 +154,7 @@ def admission_boxd():
             "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
             "readiness_cache_sec": 0,
         },
-    })
+    }, testing=True)
     yield boxd
     boxd.stop()
 

@@ -57,6 +57,7 @@ struct relay_fixture {
       config.admission = cloud_policy();
     backend = std::make_shared<scripted_backend>(config.scripted);
     directory_args a;
+    a.testing = true; // the scripted backend stands in for an isolating one
     a.config = config;
     a.backend = backend;
     a.backend_name = backend->name();

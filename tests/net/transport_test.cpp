@@ -61,6 +61,7 @@ struct net_fixture {
       config.admission = boxrt::test::cloud_policy();
     backend = std::make_shared<scripted_backend>(config.scripted);
     directory_args a;
+    a.testing = true; // the scripted backend stands in for an isolating one
     a.config = config;
     a.backend = backend;
     a.backend_name = backend->name();
@@ -628,6 +629,7 @@ BOOST_AUTO_TEST_CASE(stop_without_start_and_twice_is_harmless) {
   caf::actor_system sys{cfg};
   auto pool = std::make_shared<worker_pool>();
   directory_args a;
+  a.testing = true; // the scripted backend stands in for an isolating one
   a.pool = pool;
   auto dir = spawn_directory(sys, a);
   {
@@ -686,6 +688,7 @@ BOOST_AUTO_TEST_CASE(start_refuses_invalid_options_and_busy_ports) {
   caf::actor_system sys{cfg};
   auto pool = std::make_shared<worker_pool>();
   directory_args a;
+  a.testing = true; // the scripted backend stands in for an isolating one
   a.pool = pool;
   auto dir = spawn_directory(sys, a);
   {

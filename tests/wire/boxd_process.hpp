@@ -7,6 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -23,8 +24,10 @@ inline std::string boxd_path() {
 
 class boxd_process {
  public:
-  /// `box_json` is the "box" section; `server_extra` is spliced into "server".
-  explicit boxd_process(const std::string& box_json, const std::string& server_extra = "") {
+  /// `box_json` is the "box" section; `server_extra` is spliced into "server";
+  /// `wrapper` runs boxd under another program (e.g. `ip netns exec NAME`).
+  explicit boxd_process(const std::string& box_json, const std::string& server_extra = "",
+                        const std::vector<std::string>& wrapper = {}) {
     dir_ = std::filesystem::temp_directory_path()
            / ("boxd-wire-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(dir_);
@@ -46,7 +49,13 @@ class boxd_process {
       ::chdir(dir_.c_str());
       auto bin = boxd_path();
       auto cfg = config.string();
-      ::execl(bin.c_str(), bin.c_str(), "--config", cfg.c_str(), static_cast<char*>(nullptr));
+      std::vector<std::string> args = wrapper;
+      args.insert(args.end(), {bin, "--config", cfg});
+      std::vector<char*> argv;
+      for (auto& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
       ::_exit(127);
     }
     ::close(out[1]);
@@ -85,6 +94,7 @@ class boxd_process {
   }
 
   const std::string& url() const { return url_; }
+  pid_t pid() const { return pid_; }
   const std::filesystem::path& dir() const { return dir_; }
 
  private:

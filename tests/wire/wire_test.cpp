@@ -19,6 +19,11 @@ const std::string token = "wire-test-token-0123456789abcdef0123456789";
 
 const std::string token_config = R"(, "control_token": ")" + token + "\"";
 
+/// The scripted backend may make admission ready only in a declared test.
+std::string server_for(const std::string& backend) {
+  return token_config + (backend == "scripted" ? R"(, "testing": true)" : "");
+}
+
 const std::string admission_box = R"({
   "backend": "scripted",
   "scripted": {"available": true, "ready_keys": ["cgroup_v2", "resource_limits",
@@ -230,7 +235,7 @@ namespace {
 
 
 void scenario_ac01_concurrent_first_use_gives_one_global_session(const std::string& box, const std::string& backend) {
-  boxd_process boxd{box, token_config};
+  boxd_process boxd{box, server_for(backend)};
   auto host = connect(boxd);
   BOOST_REQUIRE_EQUAL(host.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
   auto a = connect(boxd);
@@ -264,7 +269,7 @@ void scenario_ac01_concurrent_first_use_gives_one_global_session(const std::stri
 }
 
 void scenario_ac02_entitlement_loss_revokes_and_closes(const std::string& box, const std::string& backend) {
-  boxd_process boxd{box, token_config};
+  boxd_process boxd{box, server_for(backend)};
   auto c = connect(boxd);
   simdjson::dom::parser p;
   BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
@@ -287,7 +292,7 @@ void scenario_ac02_entitlement_loss_revokes_and_closes(const std::string& box, c
 }
 
 void scenario_ac03_two_workspaces_are_isolated(const std::string& box, const std::string& backend) {
-  boxd_process boxd{box, token_config};
+  boxd_process boxd{box, server_for(backend)};
   auto c = connect(boxd);
   for (auto ws : {"workspace-a", "workspace-b"}) {
     BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot(ws, 1, true)).code, 0);
@@ -317,7 +322,7 @@ void scenario_ac03_two_workspaces_are_isolated(const std::string& box, const std
 }
 
 void scenario_ac05_forged_fields_never_reach_the_runtime(const std::string& box, const std::string& backend) {
-  boxd_process boxd{box, token_config};
+  boxd_process boxd{box, server_for(backend)};
   auto c = connect(boxd);
   simdjson::dom::parser p;
   BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
