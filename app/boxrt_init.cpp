@@ -347,7 +347,9 @@ proto::exec_reply run(const proto::exec_request& req) {
     return finish();
   }
   if (pid == 0) {
-    ::setpgid(0, 0);
+    // A session of its own, not only a group: a process left in session 1 could move
+    // into init's process group (setpgid(0, 1)) and signal it with kill(0, ...).
+    ::setsid();
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -429,6 +431,13 @@ int main() {
   // rest (signals, pidfd_getfd, ptrace). Children undo this right before they exec.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::signal(SIGPIPE, SIG_IGN);
+  // The host's channel arrives above stdio (see init_protocol::channel_in).
+  if (::fcntl(proto::channel_in, F_GETFD) != -1 && ::fcntl(proto::channel_out, F_GETFD) != -1) {
+    if (::dup2(proto::channel_in, 0) < 0 || ::dup2(proto::channel_out, 1) < 0)
+      return 1;
+    ::close(proto::channel_in);
+    ::close(proto::channel_out);
+  }
   // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap); our managed
   // children by us, on SIGCHLD (children unblock it again).
   sigset_t chld;

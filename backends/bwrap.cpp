@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <shared_mutex>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/mman.h>
@@ -352,10 +353,30 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   void interrupt() override {
     interrupted_ = true;
     alive_ = false;
-    std::lock_guard lock{kill_mtx_};
+    // Whoever holds the lock is killing the sandbox already (or installing a new one,
+    // which checks interrupted_ when it is done): the actor thread never waits here.
+    std::unique_lock lock{kill_mtx_, std::try_to_lock};
+    if (!lock.owns_lock())
+      return;
     if (group)
       group->signal_all();
     kill_bwrap();
+  }
+
+  /// Installs what a launch made: the cgroup, then the started bwrap. Returns false
+  /// when the session was interrupted meanwhile (the caller kills what it made).
+  bool adopt_group(std::unique_ptr<cgroup_tree::group> g) {
+    std::lock_guard lock{kill_mtx_};
+    group = std::move(g);
+    return !interrupted_;
+  }
+  bool adopt_bwrap(pid_t p) {
+    std::lock_guard lock{kill_mtx_};
+    pid = p;
+    pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
+    if (interrupted_)
+      kill_bwrap();
+    return !interrupted_;
   }
 
   /// SIGKILLs every process of the sandbox (its cgroup, and bwrap itself) and waits
@@ -388,6 +409,7 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   /// network stack, io folder, skills view) and keeps what outlives a sandbox: the
   /// private workspace, the quota leases and the uid. Idempotent.
   void end_sandbox() {
+    std::unique_lock state{sandbox_mtx};
     to_init.reset(); // boxrt-init exits on end of input
     kill_sandbox(false);
     if (pid > 0) {
@@ -473,6 +495,9 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   int generation = 0;
   /// One exec at a time (the session actor serializes too; this guards the pipes).
   std::mutex exec_mtx;
+  /// What a launch makes and end_sandbox takes down (io folder, skills view, pipes):
+  /// exclusive for those two, shared for a managed-process start beside an exec.
+  std::shared_mutex sandbox_mtx;
 
   /// Host side of the io folder bound at /.boxrt/io ("" = none).
   std::string io_dir;
@@ -996,6 +1021,7 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
 }
 
 box_error bwrap_backend::launch(bwrap_session& s) {
+  std::unique_lock state{s.sandbox_mtx};
   const auto& spec = s.spec;
   const uint32_t uid = s.uid, gid = s.gid;
   ++s.generation;
@@ -1085,10 +1111,11 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     auto io = s.private_dir + "/io";
     fs::create_directories(io, err);
     auto options = "size=1m,nr_inodes=4096,mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
-    if (err || ::mount("boxrt-io", io.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0
-        || !make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
+    if (err || ::mount("boxrt-io", io.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0)
       return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
-    s.io_dir = io;
+    s.io_dir = io; // from here on end_sandbox unmounts it
+    if (!make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
+      return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
     if (auto e = open_source(io, mount_mode::rw, false))
       return e;
   }
@@ -1121,7 +1148,8 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     auto g = impl_->cgroups->create(s.id_ + "-" + std::to_string(s.generation), limits);
     if (!g)
       return g.error();
-    s.group = std::move(g.value());
+    if (!s.adopt_group(std::move(g.value())))
+      return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " was interrupted while it started");
     struct stat ws{};
     if (limits.io && !items.empty() && ::fstat(items.front().fd.get(), &ws) == 0)
       if (auto e = s.group->limit_io(major(ws.st_dev), minor(ws.st_dev), opts_.io))
@@ -1131,6 +1159,10 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   // bwrap takes its arguments from a descriptor (--args), so /proc/<pid>/cmdline inside
   // shows none of boxd's paths.
   auto args = build_args(spec, child_seccomp_fd, network, !s.skills_view.empty());
+  // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
+  for (auto& a : args)
+    if (a.find('\0') != std::string::npos)
+      return make_box_error(ec::validation, "paths of the spec must not contain NUL characters");
   // Options go through the descriptor; bwrap takes the command from its command line.
   std::string packed;
   for (size_t i = 1; i + 1 < args.size(); ++i) {
@@ -1182,7 +1214,8 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   std::vector<int> join = s.group ? s.group->join_fds() : std::vector<int>{};
   const int handed[][2] = {{seccomp_fd.get(), child_seccomp_fd}, {info_pipe[1], child_info_fd},
                            {args_fd.get(), child_args_fd},       {init_fd.get(), child_init_fd},
-                           {resolv_fd.get(), child_resolv_fd}};
+                           {resolv_fd.get(), child_resolv_fd},   {in_pipe[0], proto::channel_in},
+                           {out_pipe[1], proto::channel_out}};
 
   pid_t pid = -1;
   impl_->launcher.run([&] {
@@ -1239,14 +1272,16 @@ box_error bwrap_backend::launch(bwrap_session& s) {
       if (!staged)
         die("bwrap launcher: cannot stage a mount source");
     }
-    // What the child keeps is exactly stdio and the handed descriptors: everything else
-    // is closed before the descriptor limit is lowered.
-    if (::dup2(in_pipe[0], 0) < 0 || ::dup2(out_pipe[1], 1) < 0 || ::dup2(err_pipe[1], 2) < 0)
+    // What the child keeps is exactly its stdio (nothing: the sandbox's reaper keeps it
+    // for life), bwrap's errors and the handed descriptors, init's channel among them;
+    // everything else is closed before the descriptor limit is lowered.
+    int null = ::open("/dev/null", O_RDWR);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_pipe[1], 2) < 0)
       ::_exit(121);
     for (auto& [from, to] : handed)
-      if (from >= 0 && ::dup2(from, to) < 0)
+      if ((from >= 0 ? ::dup2(from, to) : ::dup2(null, to)) < 0)
         ::_exit(121);
-    ::close_range(child_resolv_fd + 1, ~0u, 0);
+    ::close_range(proto::channel_out + 1, ~0u, 0);
     rlimit nofile{1024, 1024};
     ::setrlimit(RLIMIT_NOFILE, &nofile);
     if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
@@ -1267,8 +1302,8 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   s.errors.reset(err_pipe[0]);
   if (pid < 0)
     return make_box_error(ec::box_error, std::string{"cannot start bwrap: "} + std::strerror(errno));
-  s.pid = pid;
-  s.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!s.adopt_bwrap(pid))
+    return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " was interrupted while it started");
 
   std::string payload;
   auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
@@ -1284,6 +1319,9 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   s.ns_pid = child_pid_of(read_available(info_read.get()));
   if (s.ns_pid > 0)
     s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
+  // bwrap's errors matter only while it starts; a command could write to that pipe later
+  // (through the reaper's /proc/1/fd/2).
+  s.errors.reset();
   // init opened both control FIFOs before it said ready, so neither open blocks; once
   // boxd holds its ends the names go, so no command can open the channel itself.
   s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
@@ -1295,9 +1333,14 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
   ::fcntl(s.to_init.get(), F_SETFL, ::fcntl(s.to_init.get(), F_GETFL) | O_NONBLOCK);
   if (network) {
-    if (s.ns_pid <= 0)
+    // The namespace by descriptor, taken while the reaper's pidfd shows it alive: a pid
+    // that died and was reused meanwhile cannot redirect the rules to another namespace.
+    unique_fd netns;
+    if (s.ns_pid > 0)
+      netns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns || s.died())
       return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " did not report its namespaces");
-    auto stack = netstack::attach(s.ns_pid, destinations_to_refuse(opts_.listen_host), s.private_dir);
+    auto stack = netstack::attach(netns.get(), destinations_to_refuse(opts_.listen_host), s.private_dir);
     if (!stack)
       return stack.error();
     s.net = std::move(stack.value());
@@ -1461,6 +1504,9 @@ result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(ba
       if (auto e = revive(*s))
         return e;
   }
+  std::shared_lock state{s->sandbox_mtx};
+  if (s->io_dir.empty() || !s->alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
   auto name = "p" + std::to_string(++s->process_seq);
   auto path = [&](const char* suffix) { return s->io_dir + "/" + name + suffix; };
   int in_rw = -1, out = -1, err = -1;

@@ -39,6 +39,13 @@
 
 namespace boxrt::init_protocol {
 
+/// Where init finds its channel to the host when it starts: requests on `channel_in`,
+/// replies on `channel_out`. Not its stdio: the sandbox's reaper (pid 1, dumpable, the
+/// commands' uid) keeps its own 0-2 for life, and a command could open those through
+/// /proc/1/fd. Descriptors above 2 go to init alone. init moves them to 0 and 1.
+inline constexpr int channel_in = 8;
+inline constexpr int channel_out = 9;
+
 /// Upper bound of one frame; larger lengths mean a broken peer.
 inline constexpr uint32_t max_frame_bytes = 64u << 20;
 

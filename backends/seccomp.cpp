@@ -7,6 +7,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,10 +48,10 @@ constexpr auto eperm_syscalls = std::to_array<std::string_view>({
 /// Syscalls added to the kernel after libseccomp 2.5.4 learned its tables, by number.
 struct raw_syscall {
   const char* name;
-  int x86_64;
+  int number;
 };
 constexpr raw_syscall late_syscalls[] = {
-  {"fchmodat2", 452},
+  {"fchmodat2", 452}, // the same number on x86_64 and the asm-generic architectures
 };
 
 /// Processes of the sandbox that its commands must not signal: pid 1 (bwrap's reaper,
@@ -105,10 +106,10 @@ std::string rc_text(const char* what, int rc) {
 int resolve(const char* name) {
   if (auto nr = seccomp_syscall_resolve_name(name); nr >= 0)
     return nr;
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__) || defined(__riscv)
   for (const auto& s : late_syscalls)
     if (std::string_view{s.name} == name)
-      return s.x86_64;
+      return s.number;
 #endif
   return -1;
 }
@@ -146,6 +147,16 @@ std::string add_argument_rules(scmp_filter_ctx ctx) {
     rule(EPERM, "fcntl", {low32_eq(1, F_SETOWN), low32_eq(2, t)});
   }
   for (int p : protected_pids) {
+    // Joining init's process group (kill(0, ...) would then reach it), or changing its
+    // limits, priority or scheduling.
+    rule(EPERM, "setpgid", {low32_eq(1, as_u32(p))});
+    rule(EPERM, "prlimit64", {low32_eq(0, as_u32(p))});
+    rule(EPERM, "setpriority", {low32_eq(0, PRIO_PROCESS), low32_eq(1, as_u32(p))});
+    rule(EPERM, "setpriority", {low32_eq(0, PRIO_PGRP), low32_eq(1, as_u32(p))});
+    rule(EPERM, "ioprio_set", {low32_eq(0, 1 /* IOPRIO_WHO_PROCESS */), low32_eq(1, as_u32(p))});
+    rule(EPERM, "ioprio_set", {low32_eq(0, 2 /* IOPRIO_WHO_PGRP */), low32_eq(1, as_u32(p))});
+    for (const char* sched : {"sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity"})
+      rule(EPERM, sched, {low32_eq(0, as_u32(p))});
     rule(EPERM, "tkill", {low32_eq(0, as_u32(p))});
     rule(EPERM, "tgkill", {low32_eq(0, as_u32(p))});
     rule(EPERM, "tgkill", {low32_eq(1, as_u32(p))});

@@ -82,6 +82,13 @@ bool ident_of(int dirfd, const char* name, int flags, ident& out, mode_t* mode =
   return true;
 }
 
+/// The entry `name` of the folder `dir` (one component), resolved without following a
+/// link and without crossing into another mount.
+unique_fd child_of(int dir, const std::string& name, int flags) {
+  return unique_fd{openat2_retry(dir, name.c_str(), flags, 0,
+                                 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)};
+}
+
 /// One directory of the walk: its name in its parent and its identity.
 struct level {
   std::string name;
@@ -183,9 +190,9 @@ pass walk(unique_fd cur, const ident& top_id, removal_error& err) {
             return pass::failed;
           continue;
         }
-        unique_fd sub{::openat(cur.get(), child.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+        auto sub = child_of(cur.get(), child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
         ident id;
-        if (!sub || !ident_of(sub.get(), "", AT_EMPTY_PATH, id)) {
+        if (!sub || !ident_of(sub.get(), "", AT_EMPTY_PATH, id) || id.mnt != top_id.mnt) {
           if (!again(ENOENT, "open " + child))
             return pass::failed;
           continue; // swapped for a link meanwhile
@@ -274,8 +281,15 @@ unique_fd walk_trusted(const std::string& path, int flags, bool create, mode_t m
   }
   unique_fd cur{::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)};
   std::deque<std::string> pending;
-  for (auto part : components(path))
+  for (auto part : components(path)) {
+    // ".." of the path itself would be walked physically while policy checks judged
+    // the path lexically; a host path never needs one.
+    if (part == "..") {
+      errno = EINVAL;
+      return unique_fd{};
+    }
     pending.emplace_back(part);
+  }
   int hops = 0;
   bool opened_as_asked = false;
   while (!pending.empty()) {
@@ -283,6 +297,11 @@ unique_fd walk_trusted(const std::string& path, int flags, bool create, mode_t m
     auto name = std::move(pending.front());
     pending.pop_front();
     if (name == "..") {
+      // Only in a trusted link's target, and only up from a folder no tenant can move.
+      if (!trusted_folder(cur.get())) {
+        errno = ELOOP;
+        return unique_fd{};
+      }
       unique_fd up{::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC)};
       if (!up)
         return up;
@@ -457,25 +476,26 @@ int hand_over(int dir, uint32_t uid, uint32_t gid, int64_t host_gid) {
         continue;
       }
       const auto name = f.names[f.next++];
+      // The entry itself, opened once and worked on through that descriptor: never
+      // what a link points to, never the root of another mount (a tenant may swap a
+      // folder for a mount point of boxd's namespace; RESOLVE_NO_XDEV refuses it), and
+      // exactly what was checked.
+      auto entry = child_of(cur.get(), name, O_PATH | O_NOFOLLOW);
       ident id;
       mode_t mode = 0;
-      if (!ident_of(cur.get(), name.c_str(), 0, id, &mode))
-        continue; // gone meanwhile
-      // The entry itself, never what a link points to.
-      if (::fchownat(cur.get(), name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT)
+      if (!entry || !ident_of(entry.get(), "", AT_EMPTY_PATH, id, &mode) || id.mnt != top.mnt)
+        continue; // gone, swapped for a mount point, or unreadable: nothing to hand over
+      if (::fchownat(entry.get(), "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT)
         return errno;
-      if (host_gid >= 0 && (S_ISREG(mode) || S_ISDIR(mode))) {
-        unique_fd entry{::openat(cur.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)};
-        if (entry)
-          if (int e = grant_group(entry.get(), static_cast<uint32_t>(host_gid), false); e != 0 && e != ENOENT)
-            return e;
-      }
-      if (!S_ISDIR(mode) || id.mnt != top.mnt)
+      if (host_gid >= 0 && (S_ISREG(mode) || S_ISDIR(mode)))
+        if (int e = grant_group(entry.get(), static_cast<uint32_t>(host_gid), false); e != 0 && e != ENOENT)
+          return e;
+      if (!S_ISDIR(mode))
         continue;
-      unique_fd sub{::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+      unique_fd sub{::openat(entry.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
       ident sub_id;
-      if (!sub || !ident_of(sub.get(), "", AT_EMPTY_PATH, sub_id))
-        continue; // swapped for a link or removed: nothing to walk
+      if (!sub || !ident_of(sub.get(), "", AT_EMPTY_PATH, sub_id) || !(sub_id == id))
+        continue;
       auto below = list(sub.get(), SIZE_MAX, over);
       if (!below)
         continue;

@@ -95,6 +95,27 @@ std::string helper_process::error_text() {
   return out;
 }
 
+int helper_process::wait(int timeout_ms) {
+  if (pid_ <= 0)
+    return -1;
+  if (pidfd_) {
+    pollfd p{pidfd_.get(), POLLIN, 0};
+    int rc;
+    while ((rc = ::poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
+    }
+    if (rc == 0) {
+      stop();
+      return -1;
+    }
+  }
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  pidfd_.reset();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 void helper_process::stop() {
   if (pid_ <= 0)
     return;

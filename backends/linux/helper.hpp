@@ -35,6 +35,10 @@ class helper_process {
   /// SIGKILL and reap. Idempotent.
   void stop();
 
+  /// Waits for the process to end by itself, at most `timeout_ms`, then stops it;
+  /// returns its exit status (128 + signal when killed, -1 when it had to be stopped).
+  int wait(int timeout_ms);
+
  private:
   helper_process() = default;
   pid_t pid_ = -1;

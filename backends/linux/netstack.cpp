@@ -12,7 +12,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "backends/quota.hpp"
+#include <cstdio>
 
 namespace boxrt {
 
@@ -37,8 +37,28 @@ void add_unique(std::vector<std::string>& list, std::string item) {
 
 refused_destinations destinations_to_refuse(const std::string& listen_host) {
   refused_destinations out;
-  out.v4 = {"10.0.2.2", "169.254.0.0/16"};
-  out.v6 = {"fe80::/10"};
+  // The stack's gateway to the host; link-local and cloud metadata (Alibaba's sits
+  // outside 169.254.0.0/16, AWS's IPv6 one in fd00:ec2::/32).
+  out.v4 = {"10.0.2.2", "169.254.0.0/16", "100.100.100.200"};
+  out.v6 = {"fe80::/10", "fd00:ec2::254"};
+  // Default gateways: when boxd runs in a container, the host behind it.
+  {
+    std::ifstream routes{"/proc/net/route"};
+    std::string line;
+    std::getline(routes, line); // header
+    while (std::getline(routes, line)) {
+      char iface[64] = {};
+      unsigned dest = 0, gateway = 0, flags = 0;
+      if (std::sscanf(line.c_str(), "%63s %x %x %x", iface, &dest, &gateway, &flags) == 4 && dest == 0
+          && gateway != 0) {
+        in_addr a{};
+        a.s_addr = gateway; // already in network order, as the kernel prints it
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &a, text, sizeof text);
+        add_unique(out.v4, text);
+      }
+    }
+  }
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) == 0) {
     for (auto* a = list; a != nullptr; a = a->ifa_next) {
@@ -89,9 +109,12 @@ std::string nft_rules(const refused_destinations& refused) {
   return rules;
 }
 
-result<std::unique_ptr<netstack>> netstack::attach(pid_t pid, const refused_destinations& refused,
+result<std::unique_ptr<netstack>> netstack::attach(int netns, const refused_destinations& refused,
                                                    const std::string& scratch_dir) {
-  const auto ns = "/proc/" + std::to_string(pid) + "/ns/net";
+  // Both tools find the namespace as their descriptor 5 (/proc/self/fd/5 in their own
+  // process), handed over at start.
+  constexpr int ns_fd = 5;
+  const auto ns = "/proc/self/fd/" + std::to_string(ns_fd);
   const auto rules_path = scratch_dir + "/network.nft";
   {
     std::ofstream rules{rules_path, std::ios::trunc};
@@ -99,8 +122,16 @@ result<std::unique_ptr<netstack>> netstack::attach(pid_t pid, const refused_dest
     if (!rules)
       return make_box_error(ec::box_error, "cannot write the sandbox's network rules to " + rules_path);
   }
-  if (auto e = run_tool({"nsenter", "--net=" + ns, "nft", "-f", rules_path}); !e.empty())
-    return make_box_error(ec::box_error, "cannot install the sandbox's network rules: " + e);
+  {
+    auto nft = helper_process::start({"nsenter", "--net=" + ns, "nft", "-f", rules_path}, {{netns, ns_fd}});
+    if (!nft)
+      return nft.error();
+    if (auto status = (*nft)->wait(ready_timeout_ms); status != 0) {
+      auto why = (*nft)->error_text();
+      return make_box_error(ec::box_error, "cannot install the sandbox's network rules"
+                                             + (why.empty() ? std::string{} : ": " + why));
+    }
+  }
   int exit_pipe[2], ready_pipe[2];
   if (::pipe2(exit_pipe, O_CLOEXEC) != 0)
     return make_box_error(ec::box_error, std::string{"cannot start the network stack: "} + std::strerror(errno));
@@ -111,7 +142,7 @@ result<std::unique_ptr<netstack>> netstack::attach(pid_t pid, const refused_dest
   auto helper = helper_process::start({"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
                                        "--enable-sandbox", "--enable-seccomp", "--exit-fd=3", "--ready-fd=4",
                                        "--netns-type=path", ns, "tap0"},
-                                      {{exit_r.get(), 3}, {ready_w.get(), 4}});
+                                      {{exit_r.get(), 3}, {ready_w.get(), 4}, {netns, ns_fd}});
   if (!helper)
     return helper.error();
   exit_r.reset();

@@ -22,8 +22,10 @@ namespace boxrt {
 inline constexpr const char* sandbox_resolv_conf = "nameserver 10.0.2.3\n";
 
 /// Destinations a network-on sandbox must never reach: every address of boxd's host
-/// (its network namespace), 169.254.0.0/16 (cloud metadata), fe80::/10, the stack's
-/// gateway to the host (10.0.2.2) and `listen_host` when it is not a loopback address.
+/// (its network namespace), its default gateways (the real host when boxd runs in a
+/// container), 169.254.0.0/16 and the other cloud metadata addresses, fe80::/10, the
+/// stack's gateway to the host (10.0.2.2) and `listen_host` when it is not loopback.
+/// Taken when a sandbox starts: addresses the host gains later are not in its rules.
 struct refused_destinations {
   std::vector<std::string> v4;
   std::vector<std::string> v6;
@@ -35,11 +37,12 @@ std::string nft_rules(const refused_destinations& refused);
 
 class netstack {
  public:
-  /// Attaches a stack to the network namespace of `pid`: installs the rules first (no
-  /// packet leaves before they hold), then starts slirp4netns and waits until it has
-  /// configured the namespace's interface. `scratch_dir` is a folder of boxd's own for
-  /// the rule file. Blocking (tens of milliseconds).
-  static result<std::unique_ptr<netstack>> attach(pid_t pid, const refused_destinations& refused,
+  /// Attaches a stack to the network namespace `netns` (a descriptor of it): installs
+  /// the rules first (no packet leaves before they hold), then starts slirp4netns and
+  /// waits until it has configured the namespace's interface. Both tools reach the
+  /// namespace through that descriptor, never by a pid. `scratch_dir` is a folder of
+  /// boxd's own for the rule file. Blocking (tens of milliseconds).
+  static result<std::unique_ptr<netstack>> attach(int netns, const refused_destinations& refused,
                                                   const std::string& scratch_dir);
 
   /// The stack's host process.

@@ -83,6 +83,16 @@ buf = ctypes.create_string_buffer(8)
 iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p).value, 8)
 call('process_vm_readv_self', 310, os.getpid(), iov, 1, iov, 1, 0)
 call('ptrace_seize_init', 101, 0x4206, target, 0, 0)
+call('setpgid_into_init_group', 109, 0, group)
+call('prlimit_init', 302, target, 7, 0, 0)
+call('setpriority_init', 141, 0, target, 19)
+for fd in (0, 1, 2):
+    # The reaper keeps its stdio for life: none of it may lead to the host's channel.
+    try:
+        link = os.readlink('/proc/1/fd/%d' % fd)
+    except OSError as e:
+        link = 'unreadable'
+    print('reaper_fd%d' % fd, 'pipe' if link.startswith('pipe:') else 'other', flush=True)
 for name, path, flags in (('open_init_stdout', '/proc/%d/fd/1' % target, os.O_WRONLY),
                           ('open_init_stdin', '/proc/%d/fd/0' % target, os.O_WRONLY),
                           ('open_init_environ', '/proc/%d/environ' % target, os.O_RDONLY),
@@ -189,8 +199,12 @@ BOOST_FIXTURE_TEST_CASE(a_command_can_neither_signal_nor_reach_init, sandbox_fix
                            "tgkill_init", "rt_sigqueueinfo_init", "rt_tgsigqueueinfo_init", "pidfd_open_init",
                            "pidfd_open_reaper", "pidfd_send_signal_procdir", "fcntl_setown_init",
                            "fcntl_setown_init_group", "ioctl_fiosetown_init", "pidfd_getfd_self", "kcmp_self",
-                           "process_vm_readv_self", "ptrace_seize_init"})
+                           "process_vm_readv_self", "ptrace_seize_init", "setpgid_into_init_group", "prlimit_init",
+                           "setpriority_init"})
     BOOST_TEST(report[name] == "EPERM", name << ": " << report[name]);
+  // The reaper's stdio is /dev/null; only bwrap's error pipe is a pipe there.
+  BOOST_TEST(report["reaper_fd0"] == "other");
+  BOOST_TEST(report["reaper_fd1"] == "other");
   // init is not dumpable: its pipes to the host and its memory stay closed.
   for (const char* name : {"open_init_stdout", "open_init_stdin", "open_init_environ", "open_init_mem"})
     BOOST_TEST(report[name] == "EACCES", name << ": " << report[name]);
@@ -474,6 +488,24 @@ BOOST_FIXTURE_TEST_CASE(disk_io_caps_apply_to_the_quota_images_device_only_when_
              == "262144");
   backend->stop_session(*session);
   BOOST_TEST(backend->probe_readiness("", true).details.at("io_limits"));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_spec_cannot_smuggle_options_or_walk_back_up_a_host_path, sandbox_fixture) {
+  // bwrap reads its options NUL-separated: a NUL inside a path would add options.
+  auto s = spec("nul");
+  s.mount_path = std::string{"/w\0--share-net", 15};
+  auto r = backend->start_session(s);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(r.error().message == "paths of the spec must not contain NUL characters");
+  auto m = spec("nul-mount");
+  m.extra_mounts.push_back(mount_spec{root, std::string{"/x\0--bind\0/\0/host", 20}, mount_mode::ro});
+  BOOST_TEST(!backend->start_session(m).ok());
+  // A host path is walked physically, so ".." in it would not be what a check of its
+  // text saw: refused.
+  auto up = spec("dotdot", tenant("d0d0d0d0d0d0d0d0d0d0d0d0") + "/../ws-other");
+  auto u = backend->start_session(up);
+  BOOST_REQUIRE(!u.ok());
+  BOOST_TEST(u.error().message.find("Invalid argument") != std::string::npos, u.error().message);
 }
 
 BOOST_FIXTURE_TEST_CASE(every_writable_tmpfs_is_bounded_in_bytes_and_inodes_and_dev_takes_no_files, sandbox_fixture) {

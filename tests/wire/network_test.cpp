@@ -1,7 +1,7 @@
 // `network: "on"` (contract §4.7), with boxd as a real process on real sandboxes. All
 // traffic stays inside namespaces this test makes: boxd runs in an `outer` network
-// namespace joined by a veth pair to an `upstream` one (10.203.0.0/24) that holds a
-// TCP echo server and a minimal DNS responder. A network-on sandbox must reach those
+// namespace joined by a veth pair to an `upstream` one (10.203.0.0/24: its gateway at
+// .1, a TCP echo server and a minimal DNS responder at .10). A network-on sandbox must reach those
 // through its own stack, and must reach nothing of boxd's host: no listener or abstract
 // socket of boxd's namespace, not boxd's port (on loopback or the veth address), not
 // another tenant's network-on sandbox. Root, bubblewrap, slirp4netns, nft and ip, as CI has.
@@ -67,11 +67,12 @@ struct test_network {
     // boxd's namespace resolves through the upstream responder: `ip netns exec` binds
     // this file over /etc/resolv.conf for what it runs.
     fs::create_directories("/etc/netns/" + outer);
-    std::ofstream{"/etc/netns/" + outer + "/resolv.conf"} << "nameserver 10.203.0.1\n";
+    std::ofstream{"/etc/netns/" + outer + "/resolv.conf"} << "nameserver 10.203.0.10\n";
     const std::string setup = "set -e; ip netns add " + outer + "; ip netns add " + upstream + "; ip link add " + vo
                               + " type veth peer name " + vu + "; ip link set " + vo + " netns " + outer
                               + "; ip link set " + vu + " netns " + upstream + "; ip -n " + outer + " addr add 10.203.0.2/24 dev "
-                              + vo + "; ip -n " + upstream + " addr add 10.203.0.1/24 dev " + vu + "; ip -n " + outer
+                              + vo + "; ip -n " + upstream + " addr add 10.203.0.1/24 dev " + vu + "; ip -n " + upstream
+                              + " addr add 10.203.0.10/24 dev " + vu + "; ip -n " + outer
                               + " link set " + vo + " up; ip -n " + upstream + " link set " + vu + " up; ip -n " + outer
                               + " link set lo up; ip -n " + upstream + " link set lo up; ip -n " + outer
                               + " route add default via 10.203.0.1";
@@ -79,7 +80,7 @@ struct test_network {
     std::ofstream{dir / "echo.py"} << R"(
 import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('10.203.0.1', 7007)); s.listen(16)
+s.bind(('0.0.0.0', 7007)); s.listen(16)
 def serve(c):
     data = c.recv(100)
     c.sendall(b'echo:' + data); c.close()
@@ -89,7 +90,7 @@ while True:
     // Answers A queries for echo.boxrt.test with 10.203.0.1 and NXDOMAIN otherwise.
     std::ofstream{dir / "dns.py"} << R"(
 import socket, struct
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.203.0.1', 53))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.203.0.10', 53))
 while True:
     q, peer = s.recvfrom(512)
     tid, flags, qd = struct.unpack('!HHH', q[:6])
@@ -99,7 +100,7 @@ while True:
     question = q[12:i + 5]
     qtype = struct.unpack('!H', q[i + 1:i + 3])[0]
     if '.'.join(labels) == 'echo.boxrt.test' and qtype == 1:
-        answer = b'\xc0\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton('10.203.0.1')
+        answer = b'\xc0\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton('10.203.0.10')
         s.sendto(struct.pack('!HHHHHH', tid, 0x8180, 1, 1, 0, 0) + question + answer, peer)
     else:
         s.sendto(struct.pack('!HHHHHH', tid, 0x8183, 1, 0, 0, 0) + question, peer)
@@ -245,7 +246,8 @@ def unix_abstract():
 def run(name, fn):
     try: r[name] = fn()
     except Exception as e: r[name] = 'refused'
-run('echo_by_ip', lambda: tcp('10.203.0.1', 7007))
+run('echo_by_ip', lambda: tcp('10.203.0.10', 7007))
+run('gateway', lambda: tcp('10.203.0.1', 7007))
 run('echo_by_name', lambda: tcp(socket.gethostbyname('echo.boxrt.test'), 7007))
 run('loopback_listener', lambda: tcp('127.0.0.1', LOOP))
 run('loopback_via_gateway', lambda: tcp('10.0.2.2', LOOP))
@@ -280,7 +282,7 @@ print(json.dumps(r))
   // Outbound through the stack: by address and by a name the given resolv.conf resolves.
   BOOST_TEST(value("echo_by_ip") == "ok:echo:ping");
   BOOST_TEST(value("echo_by_name") == "ok:echo:ping");
-  for (const char* k : {"loopback_listener", "loopback_via_gateway", "veth_listener", "boxd_on_loopback",
+  for (const char* k : {"gateway", "loopback_listener", "loopback_via_gateway", "veth_listener", "boxd_on_loopback",
                         "boxd_via_gateway", "boxd_on_veth", "abstract_socket", "other_sandbox_own_address",
                         "other_sandbox_via_host", "metadata"})
     BOOST_TEST(value(k) == "refused", k << ": " << value(k));
