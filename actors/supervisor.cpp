@@ -484,15 +484,18 @@ skill_actor skill_store(self_ptr self) {
   return st.skills;
 }
 
-/// Standard-mode or admission-mode preparation of an exec/create spec. In admission
-/// mode `skill_root` is the package of spec.skill_name ("" = none or unavailable),
+/// Standard-mode or admission-mode preparation of an exec/create spec: the timeout
+/// ceiling in both, the policy in admission mode, where `skill_root` is the package of
+/// spec.skill_name ("" = none or unavailable),
 /// mounted read-only at /workspace/.skills/<name>.
 result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root) {
-  if (!admission_mode(self))
-    return req.spec;
   auto spec = req.spec;
-  auto clamp = std::min(spec.timeout_sec, config(self).limits.max_timeout_sec);
-  spec.timeout_sec = clamp;
+  // The exec timeout ceiling (box.limits.max_timeout_sec) clamps in both modes: the
+  // reference has no bound in standard mode, the default 3600 s keeps LangBot's 300 s
+  // RPC timeout the tighter one.
+  spec.timeout_sec = std::min(spec.timeout_sec, config(self).limits.max_timeout_sec);
+  if (!admission_mode(self))
+    return spec;
   auto name = std::string{json::strip(spec.skill_name)};
   auto out = self->state.admission->normalize(std::move(spec), config(self).admission,
                                               tenant_path(self), !skill_root.empty());
@@ -636,6 +639,7 @@ std::optional<ready_session> fast_path(self_ptr self, exec_request& req) {
       || i->second.mounts != extra_mount_key(req.spec))
     return std::nullopt;
   ++i->second.forwarded;
+  req.spec.timeout_sec = std::min(req.spec.timeout_sec, config(self).limits.max_timeout_sec);
   return ready_session{i->second.actor, std::move(req.spec)};
 }
 

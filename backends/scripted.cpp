@@ -181,6 +181,8 @@ result<exec_result> scripted_backend::exec(backend_session& session, const box_s
   } else if (verb == "die") {
     self->kill();
     out.exit_code = 1;
+  } else if (verb == "timeout_sec") {
+    out.stdout_text = std::to_string(spec.timeout_sec); // the deadline the exec got
   } else {
     out.stdout_text = clip_output(cmd, limits.max_output_bytes);
   }

@@ -9,6 +9,7 @@
 //   gate <name>   blocks until release_gate(name) or the session is interrupted
 //   timeout       status timed_out, stderr "Command timed out after <t> seconds."
 //   die           the session reports alive() == false afterwards, exit 1
+//   timeout_sec   stdout = the exec's timeout_sec (what reached the backend)
 //   anything else stdout = the command, exit 0 (zero cost)
 //
 // Managed processes are real host children, whatever the command: `cat` (an echo

@@ -4,6 +4,7 @@
 #include "tests/actors/fixture.hpp"
 
 #include <chrono>
+#include <limits>
 
 using namespace boxrt;
 using namespace boxrt::test;
@@ -126,6 +127,22 @@ BOOST_AUTO_TEST_CASE(timed_out_exec_ends_its_session) {
   auto again = f.exec("workspace-a", "s1", "echo fresh");
   BOOST_REQUIRE(again.ok());
   BOOST_CHECK_EQUAL(f.backend->start_count(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_timeout_ceiling_clamps_in_standard_mode_too) {
+  core_fixture::options o;
+  o.limits.max_timeout_sec = 2;
+  core_fixture f{o};
+  // First use (the slow path) and a warm session (the fast path), and a deadline far
+  // beyond any clock.
+  for (int64_t asked : {int64_t{5}, int64_t{5}, std::numeric_limits<int64_t>::max()}) {
+    auto req = exec_req("workspace-a", "s1", "timeout_sec");
+    req.spec.timeout_sec = asked;
+    auto r = f.call<exec_result>(exec_atom_v, req);
+    BOOST_REQUIRE(r.ok());
+    BOOST_TEST(r->stdout_text == "2");
+  }
+  BOOST_TEST(f.backend->start_count() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(dead_sandbox_is_replaced_before_the_next_command) {
