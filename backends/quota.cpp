@@ -29,13 +29,19 @@ namespace boxrt {
 namespace fs = std::filesystem;
 
 std::string run_tool(const std::vector<std::string>& argv) {
+  int status = 0;
+  auto out = run_tool_status(argv, status);
+  return status == 0 ? std::string{} : out;
+}
+
+std::string run_tool_status(const std::vector<std::string>& argv, int& exit_status) {
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0)
     return std::string{"pipe: "} + std::strerror(errno);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
   std::vector<char*> args;
   for (auto& a : argv)
@@ -58,6 +64,7 @@ std::string run_tool(const std::vector<std::string>& argv) {
   ::close(err_pipe[1]);
   if (rc != 0) {
     ::close(err_pipe[0]);
+    exit_status = 127;
     return argv[0] + ": " + std::strerror(rc);
   }
   std::string err;
@@ -75,12 +82,11 @@ std::string run_tool(const std::vector<std::string>& argv) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-    return {};
+  exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   while (!err.empty() && (err.back() == '\n' || err.back() == ' '))
     err.pop_back();
-  if (err.empty())
-    err = argv[0] + " failed with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  if (err.empty() && exit_status != 0)
+    err = argv[0] + " failed with status " + std::to_string(exit_status);
   return err;
 }
 
@@ -100,6 +106,9 @@ std::vector<std::string> mounts_under(const std::string& prefix) {
 }
 
 namespace {
+
+/// Beside an image that an earlier run left mounted: check it before the next mount.
+constexpr const char* unclean_suffix = ".unclean";
 
 bool is_mount_point(const std::string& path) {
   auto points = mounts_under(path);
@@ -198,10 +207,25 @@ result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string
     if (err)
       return make_box_error(ec::box_error, "cannot create " + image + ": " + err.message());
   }
+  // An image that was in use when the machine or boxd went down: a check first (the
+  // images have no journal). A failure refuses this workspace, not the whole boxd.
+  if (fs::exists(image + unclean_suffix)) {
+    int status = 0;
+    auto out = run_tool_status({"e2fsck", "-p", image}, status);
+    // 0: clean, 1 and 2: errors corrected; anything else needs an operator.
+    if (status > 2) {
+      spdlog::error("quota: the image of {} needs a manual check (e2fsck -f {}): {}", mount_point, image, out);
+      return make_box_error(ec::box_error, "the quota image of " + mount_point
+                                             + " was not cleanly unmounted and e2fsck cannot repair it: " + out);
+    }
+    if (status != 0)
+      spdlog::warn("quota: e2fsck repaired the image of {}: {}", mount_point, out);
+    fs::remove(image + unclean_suffix, err);
+  }
   // The record comes first, so a crash between mount and record cannot hide a mount.
   {
     std::ofstream rec{records_dir_ + "/" + record_name(mount_point)};
-    rec << mount_point << "\n";
+    rec << mount_point << "\n" << image << "\n";
   }
   if (!is_mount_point(mount_point))
     if (auto e = mount_image(image, mount_point)) {
@@ -240,8 +264,12 @@ void loop_quota::cleanup_recorded() {
       continue;
     }
     std::ifstream in{entry.path()};
-    std::string mount_point;
+    std::string mount_point, image;
     std::getline(in, mount_point);
+    std::getline(in, image);
+    // The image was mounted when this run ended: it gets a check before its next mount.
+    if (!image.empty() && fs::exists(image))
+      std::ofstream{image + unclean_suffix} << "left mounted by an earlier run\n";
     if (!mount_point.empty() && is_mount_point(mount_point)) {
       spdlog::info("quota: unmounting {} left by an earlier run", mount_point);
       if (auto e = unmount(mount_point))

@@ -48,7 +48,9 @@ class loop_quota {
   /// Image names of ephemeral images start with this.
   static constexpr const char* ephemeral_prefix = "session-";
 
-  /// Unmounts every mount recorded by an earlier run (crash leftovers).
+  /// Unmounts every mount recorded by an earlier run (crash leftovers); each image such
+  /// a record names gets `e2fsck -p` before it is mounted again (a failure refuses that
+  /// workspace with a BoxError and is logged).
   void cleanup_recorded();
 
   /// Unmounts everything this instance mounted (shutdown).
@@ -79,5 +81,9 @@ std::vector<std::string> mounts_under(const std::string& prefix);
 /// Runs a host tool (mkfs.ext4, mount, umount, ...) and waits; "" on exit 0, else its
 /// stderr (or how it failed). Blocking.
 std::string run_tool(const std::vector<std::string>& argv);
+
+/// run_tool that also reports the exit status (128 + signal when killed, 127 when it
+/// could not start) and returns stdout and stderr's text whatever the status.
+std::string run_tool_status(const std::vector<std::string>& argv, int& exit_status);
 
 } // namespace boxrt
