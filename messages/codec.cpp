@@ -5,12 +5,14 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <utility>
 
+#include "messages/python_json.hpp"
 #include "messages/time.hpp"
 
 namespace boxrt {
@@ -38,9 +40,10 @@ std::optional<element> lookup(const object& obj, std::string_view key) {
   return found;
 }
 
-enum class int_read { ok, not_int, overflow };
+enum class int_read { ok, not_int, overflow, underflow };
 
-/// A JSON integer only: never a bool, a float (even 1.0) or a string.
+/// A JSON integer only: never a bool, a float (even 1.0) or a string. One beyond 64
+/// bits (which Python's json reads, see messages/python_json.hpp) over- or underflows.
 int_read read_int(const element& e, int64_t& out) {
   switch (e.type()) {
     case element_type::INT64:
@@ -53,6 +56,11 @@ int_read read_int(const element& e, int64_t& out) {
       out = static_cast<int64_t>(u);
       return int_read::ok;
     }
+    case element_type::OBJECT:
+      if (auto big = json::python::stand_in(e);
+          big && !big->empty() && std::isdigit(static_cast<unsigned char>(big->back())) != 0)
+        return big->front() == '-' ? int_read::underflow : int_read::overflow;
+      return int_read::not_int;
     default: return int_read::not_int;
   }
 }
@@ -202,16 +210,27 @@ class reader {
     return as_int(key, *v, out);
   }
 
+  /// A value below -2^63 fails the lower bound itself, in its words.
   maybe_error integer(std::string_view key, int64_t& out, bound b, int64_t limit) const {
-    if (auto err = integer(key, out))
+    auto v = get(key);
+    if (!v)
+      return {};
+    if (read_int(*v, out) == int_read::underflow)
+      return check(key, INT64_MIN, b, limit);
+    if (auto err = as_int(key, *v, out))
       return err;
     return check(key, out, b, limit);
   }
 
   maybe_error as_int(std::string_view key, const element& v, int64_t& out) const {
-    if (read_int(v, out) != int_read::ok)
-      return fail(key, "must be an integer");
-    return {};
+    switch (read_int(v, out)) {
+      case int_read::ok: return {};
+      case int_read::overflow: return fail(key, "must be less than or equal to 9223372036854775807");
+      case int_read::underflow:
+        return fail(key, "must be greater than or equal to -9223372036854775808");
+      case int_read::not_int: break;
+    }
+    return fail(key, "must be an integer");
   }
 
   maybe_error number(std::string_view key, double& out) const {
@@ -633,7 +652,11 @@ result<box_spec> decode_box_spec(const element& data, bool require_cmd) {
   if (!spec.workdir.starts_with('/'))
     return r.fail("workdir must be an absolute path inside the sandbox");
 
-  if (auto err = r.integer("timeout_sec", spec.timeout_sec, bound::gt, 0))
+  // Python's int has no top: a timeout beyond 64 bits is as long as the longest, and
+  // the ceiling (box.limits.max_timeout_sec) clamps it like any other.
+  if (auto v = r.get("timeout_sec"); v && read_int(*v, spec.timeout_sec) == int_read::overflow)
+    spec.timeout_sec = INT64_MAX;
+  else if (auto err = r.integer("timeout_sec", spec.timeout_sec, bound::gt, 0))
     return *err;
 
   if (auto err = r.enumeration("network", spec.network, network_values))
@@ -791,7 +814,7 @@ result<process_spec> decode_process_spec(const element& data) {
 
 result<action_context> decode_action_context(const element& ctx) {
   object obj;
-  if (ctx.get_object().get(obj) != ok)
+  if (ctx.get_object().get(obj) != ok || json::python::stand_in(ctx))
     return box_error{ec::envelope, "context must be an object"};
   reader r{obj, ec::envelope};
   action_context out;
@@ -1077,6 +1100,7 @@ result<runtime_limits> decode_runtime_limits(const element& data, const runtime_
     switch (read_int(*v, value)) {
       case int_read::not_int: return box_error{ec::value, name + " must be an integer"};
       case int_read::overflow: value = INT64_MAX; break;
+      case int_read::underflow: value = INT64_MIN; break;
       case int_read::ok: break;
     }
     if (value < def.min || value > def.max)

@@ -174,6 +174,12 @@ void append_quoted(std::string& out, std::string_view text) {
   out += '"';
 }
 
+std::string float_repr(double v) {
+  std::string out;
+  append_double(out, v);
+  return out;
+}
+
 std::string quote(std::string_view text) {
   std::string out;
   append_quoted(out, text);

@@ -45,6 +45,10 @@ class writer {
   bool after_key_ = false;
 };
 
+/// A double as Python's repr() prints it (shortest round trip; "1e+16", "1e-05",
+/// "100.0"); NaN and the infinities as JSON's extensions "NaN", "Infinity".
+std::string float_repr(double v);
+
 /// Replaces invalid UTF-8 sequences in `text` by U+FFFD.
 std::string sanitize_utf8(std::string_view text);
 

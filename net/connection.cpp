@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "messages/json.hpp"
+#include "net/envelope.hpp"
 
 namespace boxrt::net {
 
@@ -54,6 +55,24 @@ std::string render(std::string_view seq_id, const box_error& error, std::string_
   return w.take();
 }
 
+/// A refusal whose message is already a JSON string literal.
+std::string render_encoded(std::string_view seq_id, std::string_view message_json) {
+  json::writer w;
+  w.begin_object();
+  w.key("seq_id").raw(seq_id);
+  w.key("code").value(1);
+  w.key("message").raw(message_json);
+  w.key("data").raw("{}");
+  w.key("chunk_status").value("continue");
+  w.end_object();
+  return w.take();
+}
+
+void send_text(connection_ptr self, std::string text) {
+  if (self->state.args.out)
+    self->state.args.out->send(std::move(text));
+}
+
 void send_reply(connection_ptr self, std::string_view seq_id, const reply& r) {
   auto& st = self->state;
   if (!st.args.out)
@@ -69,7 +88,7 @@ void send_reply(connection_ptr self, std::string_view seq_id, const reply& r) {
                                          + " byte limit"},
                   "{}");
   }
-  st.args.out->send(std::move(text));
+  send_text(self, std::move(text));
 }
 
 void send_error(connection_ptr self, std::string_view seq_id, ec code, std::string text) {
@@ -81,10 +100,6 @@ void ignore(connection_ptr self, std::string_view why) {
   ++st.ignored;
   spdlog::debug("net: {}: ignored a frame ({}); {} ignored so far", st.args.peer, why,
                 st.ignored);
-}
-
-bool is_integer(const dom::element& e) {
-  return e.is_int64() || e.is_uint64();
 }
 
 void report_inflight(connection_ptr self) {
@@ -104,62 +119,33 @@ void finish(connection_ptr self, uint64_t token, reply r) {
   send_reply(self, seq_id, r);
 }
 
-void handle_request(connection_ptr self, const dom::object& obj, const dom::element& action_el) {
+void handle_request(connection_ptr self, envelope& req) {
   auto& st = self->state;
-  std::string seq_id = "-1";
-  dom::element seq_el;
-  bool has_seq = obj.at_key("seq_id").get(seq_el) == simdjson::SUCCESS;
-  if (has_seq)
-    seq_id = simdjson::minify(seq_el);
   // The capacity check comes before validation, as in the reference (§1.8).
   if (st.inflight.size() >= st.args.max_inflight) {
-    send_error(self, seq_id, ec::busy,
+    send_error(self, req.seq_id, ec::busy,
                "Runtime connection is busy (max " + std::to_string(st.args.max_inflight)
                  + " concurrent actions)");
     return;
   }
-  if (!has_seq || !is_integer(seq_el)) {
-    send_error(self, seq_id, ec::envelope, "seq_id must be an integer");
+  if (!req.refusal.empty()) {
+    send_text(self, render_encoded(req.seq_id, req.refusal));
     return;
-  }
-  std::string_view action;
-  if (action_el.get_string().get(action) != simdjson::SUCCESS) {
-    send_error(self, seq_id, ec::envelope, "action must be a string");
-    return;
-  }
-  dom::element data;
-  if (obj.at_key("data").get(data) != simdjson::SUCCESS || !data.is_object()) {
-    send_error(self, seq_id, ec::envelope, "data must be an object");
-    return;
-  }
-  dom::element context;
-  const dom::element* context_ptr = nullptr;
-  if (obj.at_key("context").get(context) == simdjson::SUCCESS && !context.is_null()) {
-    if (!context.is_object()) {
-      send_error(self, seq_id, ec::envelope, "context must be an object");
-      return;
-    }
-    context_ptr = &context;
   }
   // A bare heartbeat is answered here; one with an envelope goes through the
   // dispatcher, which checks host-control contexts (protocol.md §2.1).
-  if (action == "__ping" && context_ptr == nullptr) {
-    send_reply(self, seq_id, reply{});
-    return;
-  }
-  // Unknown actions fail before any context or authentication check (§1.6).
-  if (!known_action(action)) {
-    send_error(self, seq_id, ec::value, "Action " + std::string{action} + " not found");
+  if (req.action == "__ping" && !req.context) {
+    send_reply(self, req.seq_id, reply{});
     return;
   }
   auto token = st.next_token++;
-  st.inflight.emplace(token, seq_id);
+  st.inflight.emplace(token, req.seq_id);
   report_inflight(self);
   try {
-    dispatch(st.env, action, data, context_ptr,
+    dispatch(st.env, req.action, req.data, req.context ? &*req.context : nullptr,
              [self, token](reply r) { finish(self, token, std::move(r)); });
   } catch (const std::exception& e) {
-    spdlog::error("net: {}: action {} threw: {}", st.args.peer, action, e.what());
+    spdlog::error("net: {}: action {} threw: {}", st.args.peer, req.action, e.what());
     finish(self, token, reply{box_error{ec::runtime, e.what()}, "{}"});
   }
 }
@@ -168,19 +154,11 @@ void handle_frame(connection_ptr self, const std::string& text) {
   auto& st = self->state;
   if (st.closing)
     return; // the socket is closing: nothing more is read
-  dom::element root;
-  if (auto err = st.parser.parse(text).get(root); err) {
-    ignore(self, simdjson::error_message(err));
-  } else if (dom::object obj; root.get_object().get(obj) != simdjson::SUCCESS) {
-    ignore(self, "not a JSON object");
-  } else if (dom::element code; obj.at_key("code").get(code) == simdjson::SUCCESS) {
-    // A response: this runtime makes no outbound calls, so no waiter can match it.
-    ignore(self, "a response frame");
-  } else if (dom::element action; obj.at_key("action").get(action) != simdjson::SUCCESS) {
-    ignore(self, "neither a request nor a response");
-  } else {
-    handle_request(self, obj, action);
-  }
+  auto req = read_envelope(st.parser, text, known_action);
+  if (req.what == envelope::kind::ignored)
+    ignore(self, req.why);
+  else
+    handle_request(self, req);
   if (text.size() > parser_keep_bytes)
     st.parser = dom::parser{};
   if (st.args.out)
@@ -225,21 +203,11 @@ std::string heartbeat::reply_to(const std::string& text) {
   // Cheap refusal first: most frames are not heartbeats.
   if (text.size() > 256 || text.find("__ping") == std::string::npos)
     return {};
-  dom::element root;
-  dom::object obj;
-  dom::element seq_el, action_el, data, context, code;
-  std::string_view action;
-  if (impl_->parser.parse(text).get(root) != simdjson::SUCCESS
-      || root.get_object().get(obj) != simdjson::SUCCESS
-      || obj.at_key("code").get(code) == simdjson::SUCCESS
-      || obj.at_key("action").get(action_el) != simdjson::SUCCESS
-      || action_el.get_string().get(action) != simdjson::SUCCESS || action != "__ping"
-      || obj.at_key("seq_id").get(seq_el) != simdjson::SUCCESS || !is_integer(seq_el)
-      || obj.at_key("data").get(data) != simdjson::SUCCESS || !data.is_object())
+  auto req = read_envelope(impl_->parser, text, known_action);
+  if (req.what != envelope::kind::request || !req.refusal.empty() || req.action != "__ping"
+      || req.context)
     return {};
-  if (obj.at_key("context").get(context) == simdjson::SUCCESS && !context.is_null())
-    return {};
-  return render(simdjson::minify(seq_el), box_error{}, "{}");
+  return render(req.seq_id, box_error{}, "{}");
 }
 
 caf::actor spawn_connection(caf::actor_system& sys, connection_args args) {

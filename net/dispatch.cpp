@@ -890,28 +890,22 @@ bool known_action(std::string_view action) {
 }
 
 void dispatch(connection_env& env, std::string_view action, const element& data,
-              const element* context, std::function<void(reply)> done) {
+              const action_context* context, std::function<void(reply)> done) {
   const auto* def = find_action(action);
   if (def == nullptr)
     return done(failure({ec::value, "Action " + std::string{action} + " not found"}));
-  // protocol.md §2.1: a host-control context is optional but must be valid and of the
-  // trusted instance, then it is dropped; a tenant action needs one.
-  std::optional<action_context> ctx;
+  // protocol.md §2.1: a host-control context is optional but must be of the trusted
+  // instance, then it is dropped; a tenant action needs one.
   if (context != nullptr) {
-    auto decoded = decode_action_context(*context);
-    if (!decoded)
-      return done(failure(decoded.error()));
-    if (!is_trusted(env, decoded->instance_uuid))
+    if (!is_trusted(env, context->instance_uuid))
       return done(failure(not_trusted()));
-    if (def->kind == scope::tenant)
-      ctx = std::move(decoded.value());
   } else if (def->kind == scope::tenant) {
     return done(failure(
       {ec::permission, "Box tenant action requires a trusted Workspace context"}));
   }
   if (def->fn == nullptr)
     return not_implemented(action, done);
-  def->fn(env, data, ctx ? &*ctx : nullptr, std::move(done));
+  def->fn(env, data, def->kind == scope::tenant ? context : nullptr, std::move(done));
 }
 
 void run_blocking(connection_env& env, std::function<reply()> job, std::function<void(reply)> done) {

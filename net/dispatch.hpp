@@ -57,10 +57,10 @@ struct connection_env {
 bool known_action(std::string_view action);
 
 /// Runs `action`. `data` is the request's data value (already checked to be an object),
-/// `context` the context value or nullptr when absent. `done` is called exactly once,
-/// on the connection actor's thread.
+/// `context` its decoded context or nullptr when absent (net/envelope.hpp reads both).
+/// `done` is called exactly once, on the connection actor's thread.
 void dispatch(connection_env& env, std::string_view action, const simdjson::dom::element& data,
-              const simdjson::dom::element* context, std::function<void(reply)> done);
+              const action_context* context, std::function<void(reply)> done);
 
 /// Deletes this connection's transfer directory and forgets its keys (on the worker
 /// pool, without waiting). Call once when the connection closes.

@@ -530,3 +530,27 @@ BOOST_AUTO_TEST_CASE(timeout_not_int_flags_bool_string_and_float) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- forged fields with duplicate keys --------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(payload_facts_suite)
+
+// Python's json keeps the last of duplicate keys; the forged-field check reads the
+// same value the reference checks, so a forged field cannot hide behind a duplicate.
+BOOST_AUTO_TEST_CASE(the_last_duplicate_is_the_one_checked) {
+  auto facts = [](std::string_view text) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element e;
+    BOOST_REQUIRE(parser.parse(text).get(e) == simdjson::SUCCESS);
+    return extract_payload_facts(e);
+  };
+  BOOST_CHECK(facts(R"({"network":"off","network":"on"})").network_not_off);
+  BOOST_CHECK(!facts(R"({"network":"on","network":"off"})").network_not_off);
+  BOOST_CHECK_EQUAL(facts(R"({"host_path":"/a","host_path":"/etc"})").host_path, "/etc");
+  BOOST_CHECK_EQUAL(facts(R"({"session_id":"a","session_id":"b"})").session_id, "b");
+  BOOST_CHECK(facts(R"({"extra_mounts":[],"extra_mounts":[{}]})").extra_mounts_nonempty);
+  BOOST_CHECK(facts(R"({"timeout_sec":1,"timeout_sec":"1"})").timeout_not_int);
+  BOOST_CHECK(!facts(R"({"timeout_sec":"1","timeout_sec":1})").timeout_not_int);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

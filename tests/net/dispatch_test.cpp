@@ -53,12 +53,17 @@ caf::behavior driver(driver_ptr self, directory_actor dir, std::shared_ptr<worke
       if (data_parser.parse(data).get(data_root) != simdjson::SUCCESS)
         return to_caf_error({ec::runtime, "test: bad data JSON"});
       element context_root;
-      const element* ctx = nullptr;
+      std::optional<action_context> decoded;
       if (!context.empty()) {
         if (context_parser.parse(context).get(context_root) != simdjson::SUCCESS)
           return to_caf_error({ec::runtime, "test: bad context JSON"});
-        ctx = &context_root;
+        // As the envelope does before the action runs (net/envelope.hpp).
+        auto ctx = decode_action_context(context_root);
+        if (!ctx)
+          return to_caf_error(ctx.error());
+        decoded = std::move(ctx.value());
       }
+      const action_context* ctx = decoded ? &*decoded : nullptr;
       auto rp = self->make_response_promise<box_error, std::string>();
       auto calls = std::make_shared<int>(0);
       net::dispatch(self->state.env, action, data_root, ctx,

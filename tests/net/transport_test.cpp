@@ -367,31 +367,76 @@ BOOST_FIXTURE_TEST_CASE(frames_that_are_not_requests_are_ignored, net_fixture) {
   BOOST_CHECK_EQUAL(r.code, 0);
 }
 
+/// pydantic's text for one invalid ActionRequest field, as the reference replies it.
+std::string pydantic_error(std::string_view loc, std::string_view msg, std::string_view type,
+                           std::string_view value, std::string_view input_type) {
+  std::string out = "ValidationError: 1 validation error for ActionRequest\n";
+  out += std::string{loc} + "\n  " + std::string{msg} + " [type=" + std::string{type}
+         + ", input_value=" + std::string{value} + ", input_type=" + std::string{input_type}
+         + "]\n    For further information visit https://errors.pydantic.dev/2.14/v/"
+         + std::string{type};
+  return out;
+}
+
+// Each expectation is what LangBot's own server replies to the same frame
+// (tests/conformance/test_envelope_reference.py compares the two servers).
 BOOST_FIXTURE_TEST_CASE(malformed_requests_get_validation_errors, net_fixture) {
   auto c = connect();
   BOOST_REQUIRE(c.is_open());
   struct expectation {
-    const char* frame;
+    std::string frame;
     const char* seq_id;
-    const char* message;
+    std::string message;
   };
-  for (auto [frame, seq_id, message] : {
+  const std::string not_int = "Input should be a valid integer";
+  for (const auto& [frame, seq_id, message] : {
          expectation{R"({"action":"__ping","data":{}})", "-1",
-                     "ValidationError: seq_id must be an integer"},
-         expectation{R"({"seq_id":"7","action":"__ping","data":{}})", "\"7\"",
-                     "ValidationError: seq_id must be an integer"},
+                     pydantic_error("seq_id", "Field required", "missing",
+                                    "{'action': '__ping', 'data': {}}", "dict")},
          expectation{R"({"seq_id":1.5,"action":"__ping","data":{}})", "1.5",
-                     "ValidationError: seq_id must be an integer"},
-         expectation{R"({"seq_id":true,"action":"__ping","data":{}})", "true",
-                     "ValidationError: seq_id must be an integer"},
+                     pydantic_error("seq_id", not_int + ", got a number with a fractional part",
+                                    "int_from_float", "1.5", "float")},
+         expectation{R"({"seq_id":"abc","action":"__ping","data":{}})", "\"abc\"",
+                     pydantic_error("seq_id", not_int + ", unable to parse string as an integer",
+                                    "int_parsing", "'abc'", "str")},
+         expectation{R"({"seq_id":null,"action":"__ping","data":{}})", "null",
+                     pydantic_error("seq_id", not_int, "int_type", "None", "NoneType")},
+         expectation{R"({"seq_id":NaN,"action":"__ping","data":{}})", "NaN",
+                     pydantic_error("seq_id", "Input should be a finite number", "finite_number",
+                                    "nan", "float")},
+         expectation{R"({"seq_id":1e400,"action":"__ping","data":{}})", "Infinity",
+                     pydantic_error("seq_id", "Input should be a finite number", "finite_number",
+                                    "inf", "float")},
+         expectation{R"({"seq_id":1e300,"action":"__ping","data":{}})", "1e+300",
+                     pydantic_error("seq_id",
+                                    "Unable to parse input string as an integer, exceeded "
+                                    "maximum size",
+                                    "int_parsing_size", "1e+300", "float")},
+         expectation{R"({"seq_id":"\ud800","action":"__ping","data":{}})", R"("\ud800")",
+                     pydantic_error("seq_id",
+                                    "Input should be a valid string, unable to parse raw data "
+                                    "as a unicode string",
+                                    "string_unicode", R"('\ud800')", "str")},
          expectation{R"({"seq_id":5,"action":7,"data":{}})", "5",
-                     "ValidationError: action must be a string"},
+                     pydantic_error("action", "Input should be a valid string", "string_type",
+                                    "7", "int")},
          expectation{R"({"seq_id":5,"action":"__ping"})", "5",
-                     "ValidationError: data must be an object"},
+                     pydantic_error("data", "Field required", "missing",
+                                    "{'seq_id': 5, 'action': '__ping'}", "dict")},
          expectation{R"({"seq_id":5,"action":"__ping","data":[]})", "5",
-                     "ValidationError: data must be an object"},
+                     pydantic_error("data", "Input should be a valid dictionary", "dict_type",
+                                    "[]", "list")},
          expectation{R"({"seq_id":5,"action":"__ping","data":null})", "5",
-                     "ValidationError: data must be an object"},
+                     pydantic_error("data", "Input should be a valid dictionary", "dict_type",
+                                    "None", "NoneType")},
+         expectation{R"({"seq_id":5,"action":"__ping","data":{},"stream_flow_control":2})", "5",
+                     pydantic_error("stream_flow_control", "Input should be 1", "literal_error",
+                                    "2", "int")},
+         expectation{R"({"seq_id":5,"action":"__ping","data":{"k":")" + std::string(60, 'x')
+                         + R"("},"stream_flow_control":"x"})",
+                     "5",
+                     pydantic_error("stream_flow_control", "Input should be 1", "literal_error",
+                                    "'x'", "str")},
          expectation{R"({"seq_id":6,"action":"box_status","data":{},"context":"ws"})", "6",
                      "ValidationError: context must be an object"},
        }) {
@@ -405,6 +450,34 @@ BOOST_FIXTURE_TEST_CASE(malformed_requests_get_validation_errors, net_fixture) {
       BOOST_CHECK_EQUAL(r.chunk_status, "continue");
     }
   }
+  // Two invalid fields are both reported, in the model's field order.
+  c.send(R"({"data":5,"seq_id":null,"action":"__ping"})");
+  auto two = c.read_reply();
+  BOOST_CHECK(two.message.starts_with("ValidationError: 2 validation errors for ActionRequest\n"
+                                      "seq_id\n"));
+  BOOST_CHECK(two.message.find("\ndata\n  Input should be a valid dictionary") != std::string::npos);
+  // A long input is cut as pydantic cuts it: 25 code points, "...", the last 24.
+  c.send(R"({"seq_id":5,"action":"__ping","data":")" + std::string(100, 'a') + R"("})");
+  auto cut = c.read_reply();
+  BOOST_CHECK(cut.message.find("input_value='" + std::string(24, 'a') + "..."
+                               + std::string(23, 'a') + "', input_type=str")
+              != std::string::npos);
+  // What pydantic's lax int accepts is a valid seq_id, echoed as the client wrote it.
+  for (auto [seq, echo] : {std::pair{R"("7")", R"("7")"}, {"true", "true"}, {"1.0", "1.0"},
+                           {"1e2", "100.0"}, {R"(" 1_2 ")", R"(" 1_2 ")"},
+                           {"123456789012345678901234567890", "123456789012345678901234567890"}}) {
+    BOOST_TEST_CONTEXT(seq) {
+      c.send(std::string{R"({"seq_id":)"} + seq + R"(,"action":"__ping","data":{}})");
+      auto r = c.read_reply();
+      BOOST_CHECK_EQUAL(r.code, 0);
+      BOOST_CHECK_EQUAL(r.seq_id, echo);
+    }
+  }
+  // Duplicate keys: the last one counts, as in Python's json.
+  c.send(R"({"seq_id":1,"action":"box_nope","data":{},"action":"__ping","seq_id":9})");
+  auto dup = c.read_reply();
+  BOOST_CHECK_EQUAL(dup.seq_id, "9");
+  BOOST_CHECK_EQUAL(dup.code, 0);
   // A null context is an absent one.
   c.send(R"({"seq_id":8,"action":"__ping","data":{},"context":null})");
   BOOST_CHECK_EQUAL(c.read_reply().code, 0);
