@@ -138,6 +138,13 @@ box_error apply_server(element section, net::server_options& out) {
     return err;
   if (auto err = read_size(obj, "max_message_bytes", 1024, 268435456, out.max_message_bytes))
     return err;
+  if (auto err = read_size(obj, "max_outbound_bytes", 65536, size_t{1} << 40,
+                           out.max_outbound_bytes))
+    return err;
+  if (auto err = read_size(obj, "max_outbound_frames", 16, 10000000, out.max_outbound_frames))
+    return err;
+  if (auto err = read_size(obj, "outbound_stall_ms", 100, 3600000, out.outbound_stall_ms))
+    return err;
   if (auto err = read_size(obj, "io_threads", 1, 64, out.io_threads))
     return err;
   if (auto err = read_size(obj, "io_spin_us", 0, 10000, out.io_spin_us))

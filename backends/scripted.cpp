@@ -181,6 +181,12 @@ result<exec_result> scripted_backend::exec(backend_session& session, const box_s
   } else if (verb == "die") {
     self->kill();
     out.exit_code = 1;
+  } else if (verb == "bytes") {
+    size_t n = 0;
+    auto digits = strip(arg);
+    std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    n = std::min<size_t>(n, static_cast<size_t>(limits.max_output_bytes) + 1);
+    out.stdout_text = clip_output(std::string(n, 'x'), limits.max_output_bytes);
   } else if (verb == "timeout_sec") {
     out.stdout_text = std::to_string(spec.timeout_sec); // the deadline the exec got
   } else {

@@ -10,6 +10,7 @@
 //   timeout       status timed_out, stderr "Command timed out after <t> seconds."
 //   die           the session reports alive() == false afterwards, exit 1
 //   timeout_sec   stdout = the exec's timeout_sec (what reached the backend)
+//   bytes <n>     stdout = n bytes of 'x' (clipped to the output limit), exit 0
 //   anything else stdout = the command, exit 0 (zero cost)
 //
 // Managed processes are real host children, whatever the command: `cat` (an echo

@@ -68,12 +68,13 @@ std::string render_encoded(std::string_view seq_id, std::string_view message_jso
   return w.take();
 }
 
-void send_text(connection_ptr self, std::string text) {
+void send_text(connection_ptr self, std::string text, bool holds_slot = false) {
   if (self->state.args.out)
-    self->state.args.out->send(std::move(text));
+    self->state.args.out->send(std::move(text), holds_slot);
 }
 
-void send_reply(connection_ptr self, std::string_view seq_id, const reply& r) {
+void send_reply(connection_ptr self, std::string_view seq_id, const reply& r,
+                bool holds_slot = false) {
   auto& st = self->state;
   if (!st.args.out)
     return;
@@ -88,7 +89,7 @@ void send_reply(connection_ptr self, std::string_view seq_id, const reply& r) {
                                          + " byte limit"},
                   "{}");
   }
-  send_text(self, std::move(text));
+  send_text(self, std::move(text), holds_slot);
 }
 
 void send_error(connection_ptr self, std::string_view seq_id, ec code, std::string text) {
@@ -115,14 +116,22 @@ void finish(connection_ptr self, uint64_t token, reply r) {
     return; // already answered (shutdown)
   auto seq_id = std::move(i->second);
   st.inflight.erase(i);
+  // The reply takes over the slot before the count drops, so the socket never sees
+  // fewer slots taken than there are (see heartbeat).
+  send_reply(self, seq_id, r, true);
   report_inflight(self);
-  send_reply(self, seq_id, r);
+}
+
+/// Slots taken: requests in flight plus replies the socket has not written yet.
+size_t slots_taken(connection_ptr self) {
+  auto& st = self->state;
+  return st.inflight.size() + (st.args.out ? st.args.out->unwritten() : 0);
 }
 
 void handle_request(connection_ptr self, envelope& req) {
   auto& st = self->state;
   // The capacity check comes before validation, as in the reference (§1.8).
-  if (st.inflight.size() >= st.args.max_inflight) {
+  if (slots_taken(self) >= st.args.max_inflight) {
     send_error(self, req.seq_id, ec::busy,
                "Runtime connection is busy (max " + std::to_string(st.args.max_inflight)
                  + " concurrent actions)");

@@ -20,8 +20,14 @@ class outbound {
  public:
   virtual ~outbound() = default;
 
-  /// Queues one TEXT message.
-  virtual void send(std::string text) = 0;
+  /// Queues one TEXT message. A `reply` holds its request's in-flight slot until the
+  /// socket has written it (see unwritten()).
+  virtual void send(std::string text, bool reply = false) = 0;
+
+  /// Replies sent and not yet written to the socket. They still count against the
+  /// in-flight cap, so a client that does not read cannot make boxd hold more than
+  /// max_inflight replies for it.
+  virtual size_t unwritten() const { return 0; }
 
   /// Closes the socket with `code` and `reason` after every message queued before.
   virtual void close(uint16_t code, std::string reason) = 0;

@@ -29,6 +29,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 
 #include "actors/caf_support.hpp"
 #include "actors/process_registry.hpp"
@@ -72,6 +73,12 @@ constexpr size_t relay_chunk_bytes = 64 * 1024;
 constexpr size_t relay_queue_bytes = size_t{1} << 20;
 /// A read buffer that grew past this is given back after the message.
 constexpr size_t buffer_keep_bytes = size_t{1} << 20;
+
+/// A connection whose outbound queue once held more than this trims the heap at its end.
+constexpr size_t trim_after_bytes = size_t{1} << 20;
+
+/// The close reason of a connection whose client stopped reading (README §4.13).
+constexpr const char* outbound_full_reason = "outbound queue full";
 /// simdjson parses in place when a string has this much spare capacity.
 constexpr size_t parse_padding = 64;
 
@@ -386,6 +393,10 @@ struct server_core {
   std::atomic<uint64_t> transfer_seq{1};
 
   std::atomic<size_t> ws_count{0};
+  std::shared_ptr<std::atomic<int64_t>> unwritten_replies =
+    std::make_shared<std::atomic<int64_t>>(0);
+  std::atomic<uint64_t> outbound_pauses{0};
+  std::atomic<uint64_t> outbound_stall_closes{0};
   std::atomic<bool> stopping{false};
   std::mutex state_mtx;  // start/stop
   bool started = false;
@@ -437,6 +448,16 @@ struct read_window {
   std::atomic<size_t> bytes{0};
   /// Requests the actor has in flight (see outbound::in_flight).
   std::atomic<size_t> requests{0};
+  /// Replies sent by the actor and not yet written (see outbound::unwritten), here and
+  /// summed over the server's connections.
+  std::atomic<size_t> unwritten{0};
+  std::shared_ptr<std::atomic<int64_t>> server_unwritten;
+
+  void add_unwritten(int64_t n) {
+    unwritten += static_cast<size_t>(n);
+    if (server_unwritten)
+      *server_unwritten += n;
+  }
   /// Set by the socket when it stops reading; whoever clears it resumes reading.
   std::atomic<bool> paused{false};
 };
@@ -449,10 +470,11 @@ class ws_handle final : public outbound {
             std::shared_ptr<read_window> window)
     : session_(std::move(session)), gate_(std::move(gate)), window_(std::move(window)) {}
 
-  void send(std::string text) override;
+  void send(std::string text, bool reply) override;
   void close(uint16_t code, std::string reason) override;
   void consumed(size_t bytes) override;
   void in_flight(size_t n) override { window_->requests = n; }
+  size_t unwritten() const override { return window_->unwritten.load(); }
 
  private:
   std::weak_ptr<ws_session> session_;
@@ -463,18 +485,30 @@ class ws_handle final : public outbound {
 /// The write side both WebSocket sessions share (the RPC socket and the stdio relay):
 /// one write queue, one write outstanding at a time, and a close that waits for every
 /// message queued before it. `Derived` provides ws_, peer_, accepted_, closing_,
-/// finished_, self(), finish(why) and the hooks after_write() (a write completed) and
+/// finished_, self(), finish(why) and the hooks after_enqueue(), after_write() (a write
+/// completed), reply_done() (a reply left the queue, written or dropped) and
 /// close_requested() (a close was asked for), plus the log labels write_what and
 /// close_what.
 template <class Derived>
 class ws_outbox {
  protected:
-  void enqueue(std::string text) {
+  /// One message waiting to be written; a `reply` holds an in-flight slot until then.
+  struct queued {
+    std::string text;
+    bool reply = false;
+  };
+
+  void enqueue(std::string text, bool reply = false) {
     auto& d = derived();
-    if (d.closing_ || d.finished_ || close_)
+    if (d.closing_ || d.finished_ || close_) {
+      if (reply)
+        d.reply_done();
       return;
+    }
     queued_bytes_ += text.size();
-    queue_.push_back(std::move(text));
+    peak_bytes_ = std::max(peak_bytes_, queued_bytes_);
+    queue_.push_back({std::move(text), reply});
+    d.after_enqueue();
     if (!writing_)
       do_write();
   }
@@ -483,7 +517,7 @@ class ws_outbox {
     auto& d = derived();
     writing_ = true;
     d.ws_.text(true);
-    d.ws_.async_write(asio::buffer(queue_.front()),
+    d.ws_.async_write(asio::buffer(queue_.front().text),
                       [s = d.self()](beast::error_code ec, size_t) { s->on_write(ec); });
   }
 
@@ -492,19 +526,34 @@ class ws_outbox {
     writing_ = false;
     if (ec) {
       fail(ec, Derived::write_what, d.peer_);
-      queue_.clear();
-      queued_bytes_ = 0;
+      drop_queued();
       beast::get_lowest_layer(d.ws_).close();
       d.finish(ec.message());
       return;
     }
-    queued_bytes_ -= queue_.front().size();
+    queued_bytes_ -= queue_.front().text.size();
+    if (queue_.front().reply)
+      d.reply_done();
     queue_.pop_front();
     if (!queue_.empty())
       do_write();
     else if (close_)
       maybe_close();
     d.after_write();
+  }
+
+  /// Drops every message not being written now (all of them when none is).
+  void drop_queued() {
+    auto& d = derived();
+    const size_t keep = writing_ ? 1 : 0;
+    while (queue_.size() > keep) {
+      queued_bytes_ -= queue_.back().text.size();
+      if (queue_.back().reply)
+        d.reply_done();
+      queue_.pop_back();
+    }
+    if (queue_.empty())
+      std::deque<queued>{}.swap(queue_);
   }
 
   /// Closes after every message queued so far.
@@ -529,9 +578,10 @@ class ws_outbox {
     });
   }
 
-  std::deque<std::string> queue_;
-  /// Bytes waiting in queue_.
+  std::deque<queued> queue_;
+  /// Bytes waiting in queue_, and the most there ever were.
   size_t queued_bytes_ = 0;
+  size_t peak_bytes_ = 0;
   std::optional<websocket::close_reason> close_;
   bool writing_ = false;
 
@@ -548,11 +598,18 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
   ws_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
              std::string peer, std::string instance)
     : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
-      instance_(std::move(instance)), paused_(ws_.get_executor()) {}
+      instance_(std::move(instance)), paused_(ws_.get_executor()), stall_(ws_.get_executor()) {}
 
   ~ws_session() override {
     finish("session destroyed");
     srv_.remove(this);
+    // glibc keeps freed large blocks in its arenas; after a connection that held many
+    // megabytes of replies, give them back to the system.
+    const bool large = peak_bytes_ > trim_after_bytes;
+    std::deque<queued>{}.swap(queue_);
+    buffer_ = {};
+    if (large)
+      ::malloc_trim(0);
   }
 
   std::shared_ptr<ws_session> self() {
@@ -583,9 +640,10 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     });
   }
 
-  void post_send(std::string text) {
-    asio::post(ws_.get_executor(),
-               [s = self(), text = std::move(text)]() mutable { s->enqueue(std::move(text)); });
+  void post_send(std::string text, bool reply) {
+    asio::post(ws_.get_executor(), [s = self(), text = std::move(text), reply]() mutable {
+      s->enqueue(std::move(text), reply);
+    });
   }
 
   void post_close(uint16_t code, std::string reason) {
@@ -598,8 +656,8 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
   void post_resume() {
     asio::post(ws_.get_executor(), [s = self()] {
       s->paused_.cancel();
-      if (!s->closing_ && !s->finished_)
-        s->do_read();
+      s->in_paused_ = false;
+      s->maybe_read();
     });
   }
 
@@ -612,6 +670,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     }
     window_ = std::make_shared<read_window>(std::max<size_t>(2 * srv_.opts.max_inflight, 8),
                                             srv_.opts.max_message_bytes);
+    window_->server_unwritten = srv_.unwritten_replies;
     handle_ = std::make_shared<ws_handle>(self(), srv_.gate, window_);
     connection_args args;
     args.directory = srv_.directory;
@@ -648,16 +707,22 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     }
     accepted_ = true;
     spdlog::info("net: {}: RPC connection open (instance {})", peer_, instance_);
-    do_read();
+    maybe_read();
     if (close_)
       maybe_close();
   }
 
-  void do_read() {
+  /// Reads the next message unless a read is pending or reading is paused (the actor's
+  /// backlog, see read_window, or the outbound caps).
+  void maybe_read() {
+    if (reading_ || !accepted_ || closing_ || finished_ || in_paused_ || out_paused_)
+      return;
+    reading_ = true;
     ws_.async_read(buffer_, [s = self()](beast::error_code ec, size_t n) { s->on_read(ec, n); });
   }
 
   void on_read(beast::error_code ec, size_t n) {
+    reading_ = false;
     if (ec) {
       if (ec == websocket::error::message_too_big)
         spdlog::warn("net: {}: a message exceeds {} bytes; closing the connection", peer_,
@@ -685,11 +750,11 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     // Nothing waits in the actor and nothing is in flight (read in this order, see
     // outbound::in_flight): the actor would answer a bare heartbeat with success, so
     // the socket answers it without the hand-off.
-    if (window_->frames.load() == 0 && window_->requests.load() == 0) {
+    if (window_->frames.load() == 0 && window_->requests.load() == 0
+        && window_->unwritten.load() < srv_.opts.max_inflight) {
       if (auto pong = heartbeat_.reply_to(text); !pong.empty()) {
         enqueue(std::move(pong));
-        if (!closing_)
-          do_read();
+        maybe_read();
         return;
       }
     }
@@ -702,19 +767,90 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
       window_->paused = true;
       // The actor may have drained the backlog meanwhile; one of us clears the flag.
       if (!window_->low() || !window_->paused.exchange(false)) {
-        // Nothing else is pending while paused: this wait keeps the session alive
+        // Nothing else may be pending while paused: this wait keeps the session alive
         // inside the io_context until post_resume() or the close cancels it.
         spdlog::debug("net: {}: {} messages wait for the actor; reading paused", peer_,
                       window_->frames.load());
+        in_paused_ = true;
         paused_.expires_at(asio::steady_timer::time_point::max());
         paused_.async_wait([s = self()](beast::error_code) {});
         return;
       }
     }
-    do_read();
+    maybe_read();
   }
 
-  void after_write() {}
+  // -- outbound caps (server.max_outbound_bytes / _frames / outbound_stall_ms) ----------
+
+  bool out_over() const {
+    return queued_bytes_ > srv_.opts.max_outbound_bytes
+           || queue_.size() > srv_.opts.max_outbound_frames;
+  }
+  bool out_low() const {
+    return queued_bytes_ <= srv_.opts.max_outbound_bytes / 2
+           && queue_.size() <= srv_.opts.max_outbound_frames / 2;
+  }
+
+  /// Past a cap: stop reading, so the client's own requests stop adding replies, and
+  /// give the client outbound_stall_ms to read before the connection goes.
+  void after_enqueue() {
+    if (out_paused_ || !out_over())
+      return;
+    out_paused_ = true;
+    srv_.outbound_pauses += 1;
+    // Once per connection at warning level: a slow reader pauses again and again.
+    spdlog::log(pauses_++ == 0 ? spdlog::level::warn : spdlog::level::debug,
+                "net: {}: {} replies ({} bytes) wait for the client to read; reading paused",
+                peer_, queue_.size(), queued_bytes_);
+    arm_stall();
+  }
+
+  void after_write() {
+    if (!out_paused_ || stalled_)
+      return;
+    if (out_low()) {
+      out_paused_ = false;
+      stall_.cancel();
+      maybe_read();
+    } else {
+      arm_stall(); // the client reads: it gets the whole stall time again
+    }
+  }
+
+  void reply_done() { window_->add_unwritten(-1); }
+
+  void arm_stall() {
+    stall_.expires_after(std::chrono::milliseconds{srv_.opts.outbound_stall_ms});
+    stall_.async_wait([s = self(), gen = ++stall_gen_](beast::error_code ec) {
+      if (!ec && gen == s->stall_gen_)
+        s->on_stall();
+    });
+  }
+
+  /// No write completed for outbound_stall_ms while past a cap: what waits is dropped,
+  /// the message being written may finish, then the connection closes with 1008.
+  void on_stall() {
+    if (!out_paused_ || stalled_ || closing_ || finished_)
+      return;
+    stalled_ = true;
+    srv_.outbound_stall_closes += 1;
+    spdlog::warn("net: {}: the client read nothing for {} ms with {} replies ({} bytes) "
+                 "waiting; closing the connection",
+                 peer_, srv_.opts.outbound_stall_ms, queue_.size(), queued_bytes_);
+    drop_queued();
+    if (!close_)
+      close_ = websocket::close_reason{websocket::close_code::policy_error, outbound_full_reason};
+    maybe_close();
+    // A client that reads nothing at all does not take the close either.
+    stall_.expires_after(close_timeout);
+    stall_.async_wait([s = self(), gen = ++stall_gen_](beast::error_code ec) {
+      if (!ec && gen == s->stall_gen_ && !s->finished_) {
+        beast::get_lowest_layer(s->ws_).close();
+        s->finish("outbound queue full");
+      }
+    });
+  }
+
   void close_requested() {}
 
 
@@ -724,6 +860,8 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
       return;
     finished_ = true;
     paused_.cancel();
+    ++stall_gen_;
+    stall_.cancel();
     if (counted_) {
       counted_ = false;
       srv_.release_connection();
@@ -747,6 +885,16 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
   heartbeat heartbeat_;
   /// Pending while reading is paused (see read_window).
   asio::steady_timer paused_;
+  /// The outbound stall time, then the close's own deadline.
+  asio::steady_timer stall_;
+  uint64_t stall_gen_ = 0;
+  uint64_t pauses_ = 0;
+  bool reading_ = false;
+  /// Reading paused for the actor's backlog / for the outbound caps.
+  bool in_paused_ = false;
+  bool out_paused_ = false;
+  /// The stall time ran out: the connection is closing with 1008.
+  bool stalled_ = false;
   bool accepted_ = false;
   bool closing_ = false;
   bool finished_ = false;
@@ -754,12 +902,18 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
   bool counted_ = true;
 };
 
-void ws_handle::send(std::string text) {
+void ws_handle::send(std::string text, bool reply) {
+  // Counted before the post, so the actor's next capacity check sees the slot taken.
+  if (reply)
+    window_->add_unwritten(1);
   std::shared_lock lock{gate_->mtx};
-  if (!gate_->open)
-    return;
-  if (auto s = session_.lock())
-    s->post_send(std::move(text));
+  if (gate_->open)
+    if (auto s = session_.lock()) {
+      s->post_send(std::move(text), reply);
+      return;
+    }
+  if (reply)
+    window_->add_unwritten(-1);
 }
 
 void ws_handle::consumed(size_t bytes) {
@@ -1045,6 +1199,8 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   // lets go of the process at once, before the queued frames are out.
 
   void after_write() { read_stdout(); }
+  void after_enqueue() {}
+  void reply_done() {}
   void close_requested() { detach(); }
 
   /// Stops waiting and reading stdout, and frees the process for the next attacher.
@@ -1674,6 +1830,15 @@ void server::stop() {
 
 size_t server::connections() const {
   return impl_->ws_count.load();
+}
+
+server_stats server::stats() const {
+  server_stats out;
+  out.connections = impl_->ws_count.load();
+  out.unwritten_replies = static_cast<uint64_t>(std::max<int64_t>(0, impl_->unwritten_replies->load()));
+  out.outbound_pauses = impl_->outbound_pauses.load();
+  out.outbound_stall_closes = impl_->outbound_stall_closes.load();
+  return out;
 }
 
 } // namespace boxrt::net

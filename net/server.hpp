@@ -22,6 +22,17 @@ class process_registry;
 
 namespace boxrt::net {
 
+/// Counters of the server since start.
+struct server_stats {
+  size_t connections = 0;
+  /// Replies handed to sockets and not yet written, over all connections.
+  uint64_t unwritten_replies = 0;
+  /// Times a connection stopped reading because its outbound queue passed a cap.
+  uint64_t outbound_pauses = 0;
+  /// Connections closed with 1008 "outbound queue full".
+  uint64_t outbound_stall_closes = 0;
+};
+
 class server {
  public:
   /// `processes` is where the stdio relay finds managed processes (the registry the
@@ -43,6 +54,8 @@ class server {
 
   /// Connections open now.
   size_t connections() const;
+
+  server_stats stats() const;
 
  private:
   struct impl;

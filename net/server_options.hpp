@@ -15,6 +15,12 @@ struct server_options {
   size_t max_message_bytes = 16777216;
   size_t max_inflight = 128;          // per connection
   size_t max_connections = 1024;
+  /// Per connection, what boxd holds for a client that does not read: past either cap
+  /// the connection stops reading; if no write completes for outbound_stall_ms while
+  /// it is past a cap, it is closed with 1008 "outbound queue full".
+  size_t max_outbound_bytes = size_t{64} << 20;
+  size_t max_outbound_frames = 4096;
+  size_t outbound_stall_ms = 30000;
   size_t io_threads = 1;
   /// After handling something, an I/O thread keeps polling this long before it sleeps
   /// in the kernel: waking a sleeping CPU costs tens of microseconds on a virtual

@@ -172,6 +172,9 @@ struct ws_options {
   header_list extra_headers;
   /// Split outgoing messages into frames of at most this many bytes (0 = one frame).
   size_t fragment_bytes = 0;
+  /// SO_RCVBUF set before connecting (0 = the kernel's), so a client that stops
+  /// reading leaves replies queued in the server rather than in its own kernel.
+  int receive_buffer_bytes = 0;
 };
 
 class ws_client {
@@ -180,6 +183,11 @@ class ws_client {
   /// false and http_status()/http_body() tell what the server answered.
   explicit ws_client(uint16_t port, ws_options opts = {}) : ws_{ioc_} {
     auto abort = [this] { beast::get_lowest_layer(ws_).close(); };
+    if (opts.receive_buffer_bytes > 0) {
+      auto& sock = beast::get_lowest_layer(ws_).socket();
+      sock.open(tcp::v4());
+      sock.set_option(asio::socket_base::receive_buffer_size{opts.receive_buffer_bytes});
+    }
     auto ec = detail::run_op(
       ioc_,
       [&](auto handler) {

@@ -28,6 +28,7 @@ struct net_fixture {
     net::server_options server;
     bool backend_available = true;
     bool admission = false;
+    int64_t max_output_bytes = 0;  // 0 = the default box.limits.max_output_bytes
   };
 
   caf::actor_system_config cfg;
@@ -59,6 +60,8 @@ struct net_fixture {
     config.scripted.ready_keys = boxrt::test::all_ready_keys();
     if (opts.admission)
       config.admission = boxrt::test::cloud_policy();
+    if (opts.max_output_bytes > 0)
+      config.limits.max_output_bytes = opts.max_output_bytes;
     backend = std::make_shared<scripted_backend>(config.scripted);
     directory_args a;
     a.testing = true; // the scripted backend stands in for an isolating one
@@ -505,6 +508,140 @@ struct small_limit_fixture : net_fixture {
     return with_server(s);
   }()) {}
 };
+
+// -- outbound caps (README §4.13) --------------------------------------------------------
+
+/// Waits, up to a deadline, until `done()` holds; false if it never did.
+template <class Pred>
+bool eventually(Pred done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  return true;
+}
+
+/// A client whose kernel buffer is small, so what it does not read stays in boxd.
+ws_options slow_reader() {
+  ws_options o;
+  o.receive_buffer_bytes = 4096;
+  return o;
+}
+
+std::string bytes_cmd(size_t n) {
+  return "bytes " + std::to_string(n);
+}
+
+net_fixture::options outbound_caps(size_t bytes, size_t frames, size_t stall_ms,
+                                   size_t inflight = 128) {
+  net::server_options s;
+  s.max_outbound_bytes = bytes;
+  s.max_outbound_frames = frames;
+  s.outbound_stall_ms = stall_ms;
+  s.max_inflight = inflight;
+  auto o = with_server(s);
+  o.max_output_bytes = 8 << 20;
+  return o;
+}
+
+struct outbound_bytes_fixture : net_fixture {
+  // Bytes cap 1 MiB; the frame cap is out of reach.
+  outbound_bytes_fixture() : net_fixture(outbound_caps(1 << 20, 10000000, 400)) {}
+};
+
+struct outbound_frames_fixture : net_fixture {
+  // Frame cap 64; the bytes cap is out of reach.
+  outbound_frames_fixture() : net_fixture(outbound_caps(size_t{1} << 40, 64, 400)) {}
+};
+
+struct slot_fixture : net_fixture {
+  slot_fixture() : net_fixture(outbound_caps(size_t{64} << 20, 4096, 30000, 2)) {}
+};
+
+// Replies of 1 MiB to a client that reads nothing: past 1 MiB queued boxd stops reading
+// it and, once the stall time passes with nothing read, closes it with 1008. Another
+// connection is served all along.
+BOOST_FIXTURE_TEST_CASE(the_outbound_byte_cap_stops_reading_then_closes_with_1008,
+                        outbound_bytes_fixture) {
+  auto other = connect();
+  BOOST_REQUIRE(other.is_open());
+  auto c = connect(slow_reader());
+  BOOST_REQUIRE(c.is_open());
+  auto ctx = context_json("ws-out");
+  for (int i = 0; i < 16; ++i)
+    c.request(i, "box_exec", exec_data("s", bytes_cmd(1 << 20)), ctx);
+  BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_pauses >= 1; }));
+  BOOST_CHECK_EQUAL(other.call(100, "__ping").code, 0);
+  BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_stall_closes >= 1; }));
+  std::vector<std::string> before;
+  BOOST_CHECK_EQUAL(c.wait_closed(&before), 1008);
+  BOOST_CHECK_EQUAL(c.close_reason().reason, "outbound queue full");
+  // What was written before the stall arrives whole; what waited was dropped.
+  BOOST_CHECK_GE(before.size(), 1u);
+  BOOST_CHECK_LT(before.size(), 16u);
+  for (auto& text : before)
+    BOOST_CHECK_EQUAL(parse_reply(text).code, 0);
+  BOOST_CHECK_EQUAL(other.call(101, "__ping").code, 0);
+  BOOST_CHECK(eventually([&] { return srv->connections() == 1; }));
+}
+
+// The same with many small replies: the frame cap alone stops reading.
+BOOST_FIXTURE_TEST_CASE(the_outbound_frame_cap_stops_reading_then_closes_with_1008,
+                        outbound_frames_fixture) {
+  auto c = connect(slow_reader());
+  BOOST_REQUIRE(c.is_open());
+  auto ctx = context_json("ws-out");
+  // Fill the kernel's buffers first, then add heartbeats.
+  for (int i = 0; i < 8; ++i)
+    c.request(i, "box_exec", exec_data("s", bytes_cmd(1 << 20)), ctx);
+  for (int i = 0; i < 2000 && srv->stats().outbound_pauses == 0; ++i)
+    c.request(1000 + i, "__ping");
+  BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_pauses >= 1; }));
+  BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_stall_closes >= 1; }));
+  BOOST_CHECK_EQUAL(c.wait_closed(), 1008);
+  BOOST_CHECK_EQUAL(c.close_reason().reason, "outbound queue full");
+}
+
+// A client that reads in time is never closed: the stall time restarts with each write.
+BOOST_FIXTURE_TEST_CASE(a_client_that_reads_late_gets_every_reply, outbound_bytes_fixture) {
+  auto c = connect(slow_reader());
+  BOOST_REQUIRE(c.is_open());
+  auto ctx = context_json("ws-out");
+  for (int i = 0; i < 6; ++i)
+    c.request(i, "box_exec", exec_data("s", bytes_cmd(1 << 20)), ctx);
+  BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_pauses >= 1; }));
+  for (int i = 0; i < 6; ++i) {
+    auto r = c.read_reply();
+    BOOST_CHECK_EQUAL(r.code, 0);
+  }
+  // Reading resumed: a new request is answered.
+  BOOST_CHECK_EQUAL(c.call(50, "__ping").code, 0);
+  BOOST_CHECK_EQUAL(srv->stats().outbound_stall_closes, 0u);
+}
+
+// An in-flight slot is freed when its reply has been written, not when it was queued:
+// with max_inflight 2 and two large replies unread, a third request is busy.
+BOOST_FIXTURE_TEST_CASE(an_inflight_slot_is_held_until_its_reply_is_written, slot_fixture) {
+  auto c = connect(slow_reader());
+  BOOST_REQUIRE(c.is_open());
+  auto ctx = context_json("ws-slot");
+  c.request(1, "box_exec", exec_data("s", bytes_cmd(8 << 20)), ctx);
+  c.request(2, "box_exec", exec_data("s", bytes_cmd(8 << 20)), ctx);
+  // Both replies reached the socket; neither fits the client's buffers.
+  BOOST_REQUIRE(eventually([&] { return srv->stats().unwritten_replies == 2; }));
+  c.request(3, "box_exec", exec_data("s", "echo three"), ctx);
+  auto r1 = c.read_reply();
+  auto r2 = c.read_reply();
+  auto r3 = c.read_reply();
+  BOOST_CHECK_EQUAL(r1.code, 0);
+  BOOST_CHECK_EQUAL(r2.code, 0);
+  BOOST_CHECK_EQUAL(r3.seq_id, "3");
+  BOOST_CHECK_EQUAL(r3.message, "Runtime connection is busy (max 2 concurrent actions)");
+  // Written now: the slots are free again.
+  BOOST_CHECK_EQUAL(c.call(4, "box_exec", exec_data("s", "echo x"), ctx).code, 0);
+}
 
 BOOST_FIXTURE_TEST_CASE(an_oversize_message_closes_only_its_connection, small_limit_fixture) {
   auto other = connect();
