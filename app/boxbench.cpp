@@ -3,12 +3,19 @@
 // request in flight, and prints round trips per second and p50/p99 latency.
 //
 // usage: boxbench [--url ws://HOST:PORT] [--token T] [--instance ID] [--workspace W]
-//                 [--action ping|exec] [--connections N] [--seconds S] [--cmd CMD]
+//                 [--action ping|exec|shared] [--connections N] [--seconds S] [--cmd CMD]
+//                 [--load-cmd CMD] [--load-inflight N]
+//
+// --action shared: one connection, compressed as LangBot's client offers, shared by two
+// workspaces the way LangBot shares it: workspace B execs --cmd one at a time while
+// workspace A keeps --load-inflight execs of --load-cmd (large replies) in flight.
+// Prints B's latency alone, then under A's load.
 #include <utility>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +42,8 @@ struct options {
   std::string workspace = "bench";
   std::string action = "ping";
   std::string cmd = "true";
+  std::string load_cmd = "bytes 12582912";
+  size_t load_inflight = 3;
   size_t connections = 1;
   double seconds = 3.0;
 };
@@ -120,6 +129,177 @@ class bench_conn : public std::enable_shared_from_this<bench_conn> {
   clock_type::time_point sent_at_;
 };
 
+/// One compressed connection shared by workspace A (large replies, kept in flight) and
+/// workspace B (one small exec at a time, timed).
+class shared_conn : public std::enable_shared_from_this<shared_conn> {
+ public:
+  shared_conn(asio::io_context& io, const options& opts) : ws_(io), opts_(opts) {}
+
+  void start(const tcp::resolver::results_type& endpoints, const std::string& host,
+             const std::string& path) {
+    beast::error_code ec;
+    asio::connect(ws_.next_layer(), endpoints, ec);
+    if (ec)
+      throw std::runtime_error("connect: " + ec.message());
+    websocket::permessage_deflate pmd;
+    pmd.client_enable = !std::getenv("BOXBENCH_NO_DEFLATE");  // Python's websockets offers it
+    ws_.set_option(pmd);
+    ws_.read_message_max(size_t{64} << 20);
+    ws_.set_option(websocket::stream_base::decorator([this](websocket::request_type& req) {
+      if (!opts_.token.empty())
+        req.set("X-LangBot-Box-Control-Token", opts_.token);
+      req.set("X-LangBot-Instance-Id", opts_.instance);
+    }));
+    ws_.handshake(host, path, ec);
+    if (ec)
+      throw std::runtime_error("handshake: " + ec.message());
+    ws_.text(true);
+    read();
+  }
+
+  /// Runs B for `seconds`, with A's load or without; returns B's latencies.
+  std::vector<double> measure(asio::io_context& io, double seconds, bool load) {
+    b_lat_.clear();
+    load_ = load;
+    stop_at_ = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
+                                     std::chrono::duration<double>(seconds));
+    if (load)
+      for (size_t i = a_inflight_; i < opts_.load_inflight; ++i)
+        send_a();
+    send_b();
+    io.restart();
+    while (clock_type::now() < stop_at_ + std::chrono::seconds{5}
+           && (b_waiting_ || clock_type::now() < stop_at_))
+      io.run_for(std::chrono::milliseconds{50});
+    load_ = false;
+    // Let A's replies drain before the next phase.
+    while (a_inflight_ > 0 && clock_type::now() < stop_at_ + std::chrono::seconds{30})
+      io.run_for(std::chrono::milliseconds{50});
+    return b_lat_;
+  }
+
+  size_t errors() const { return errors_; }
+
+ private:
+  std::string request(int64_t seq, const std::string& ws, const std::string& session,
+                      const std::string& cmd) {
+    return "{\"seq_id\":" + std::to_string(seq) + ",\"action\":\"box_exec\",\"data\":{"
+           + "\"session_id\":" + boxrt::json::quote(session) + ",\"cmd\":"
+           + boxrt::json::quote(cmd) + "},\"context\":{\"instance_uuid\":"
+           + boxrt::json::quote(opts_.instance) + ",\"workspace_uuid\":"
+           + boxrt::json::quote(ws) + ",\"placement_generation\":1}}";
+  }
+
+  void send_a() {
+    ++a_inflight_;
+    auto seq = next_seq_++;
+    a_seqs_.push_back(seq);
+    write(request(seq, opts_.workspace + "-a", "load", opts_.load_cmd));
+  }
+
+  void send_b() {
+    if (clock_type::now() >= stop_at_)
+      return;
+    b_seq_ = next_seq_++;
+    b_waiting_ = true;
+    b_sent_ = clock_type::now();
+    write(request(b_seq_, opts_.workspace + "-b", "probe", opts_.cmd));
+  }
+
+  void write(std::string text) {
+    out_.push_back(std::move(text));
+    if (out_.size() == 1)
+      write_next();
+  }
+
+  void write_next() {
+    ws_.async_write(asio::buffer(out_.front()),
+                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                      if (ec) {
+                        ++self->errors_;
+                        return;
+                      }
+                      self->out_.pop_front();
+                      if (!self->out_.empty())
+                        self->write_next();
+                    });
+  }
+
+  void read() {
+    buf_.clear();
+    ws_.async_read(buf_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        ++self->errors_;
+        return;
+      }
+      self->on_reply(beast::buffers_to_string(self->buf_.data()));
+      self->read();
+    });
+  }
+
+  void on_reply(const std::string& text) {
+    // seq_id is the first member of every reply.
+    int64_t seq = std::atoll(text.c_str() + text.find(':') + 1);
+    if (text.find("\"code\":0") == std::string::npos)
+      ++errors_;
+    if (b_waiting_ && seq == b_seq_) {
+      b_waiting_ = false;
+      b_lat_.push_back(
+        std::chrono::duration<double, std::micro>(clock_type::now() - b_sent_).count());
+      send_b();
+      return;
+    }
+    auto it = std::find(a_seqs_.begin(), a_seqs_.end(), seq);
+    if (it == a_seqs_.end())
+      return;
+    a_seqs_.erase(it);
+    --a_inflight_;
+    if (load_ && clock_type::now() < stop_at_)
+      send_a();
+  }
+
+  websocket::stream<tcp::socket> ws_;
+  const options& opts_;
+  std::deque<std::string> out_;
+  beast::flat_buffer buf_;
+  int64_t next_seq_ = 1;
+  std::vector<int64_t> a_seqs_;
+  size_t a_inflight_ = 0;
+  bool load_ = false;
+  int64_t b_seq_ = 0;
+  bool b_waiting_ = false;
+  clock_type::time_point b_sent_;
+  clock_type::time_point stop_at_;
+  std::vector<double> b_lat_;
+  size_t errors_ = 0;
+};
+
+double percentile(std::vector<double>& lat, double p) {
+  std::sort(lat.begin(), lat.end());
+  return lat.empty() ? 0.0 : lat[std::min(lat.size() - 1, size_t(p * lat.size()))];
+}
+
+int run_shared(const options& opts, const tcp::resolver::results_type& endpoints,
+               const std::string& host, const std::string& path, asio::io_context& io) {
+  auto conn = std::make_shared<shared_conn>(io, opts);
+  try {
+    conn->start(endpoints, host, path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "boxbench: %s\n", e.what());
+    return 1;
+  }
+  conn->measure(io, 0.5, false);  // warm-up: sessions start
+  auto alone = conn->measure(io, opts.seconds, false);
+  auto loaded = conn->measure(io, opts.seconds, true);
+  std::printf("shared 1 conn: B alone        p50 %8.1f us  p99 %9.1f us  (%zu samples)\n",
+              percentile(alone, 0.50), percentile(alone, 0.99), alone.size());
+  std::printf("shared 1 conn: B beside A's %zu x \"%s\"  p50 %8.1f us  p99 %9.1f us  "
+              "(%zu samples, %zu errors)\n",
+              opts.load_inflight, opts.load_cmd.c_str(), percentile(loaded, 0.50),
+              percentile(loaded, 0.99), loaded.size(), conn->errors());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -145,6 +325,10 @@ int main(int argc, char** argv) {
       opts.action = next();
     else if (a == "--cmd")
       opts.cmd = next();
+    else if (a == "--load-cmd")
+      opts.load_cmd = next();
+    else if (a == "--load-inflight")
+      opts.load_inflight = std::stoul(next());
     else if (a == "--connections")
       opts.connections = std::stoul(next());
     else if (a == "--seconds")
@@ -162,6 +346,8 @@ int main(int argc, char** argv) {
   asio::io_context io;
   tcp::resolver resolver{io};
   auto endpoints = resolver.resolve(host, port);
+  if (opts.action == "shared")
+    return run_shared(opts, endpoints, host + ":" + port, path, io);
   stats st;
   st.latencies_us.reserve(1 << 20);
   auto stop_at = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(

@@ -159,6 +159,10 @@ box_error apply_server(element section, net::server_options& out) {
       return config_error("server.host_gid must be an integer between 0 and 4294967294");
     out.host_gid = gid;
   }
+  if (element v; obj["compression"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+    if (v.get_bool().get(out.compression) != simdjson::SUCCESS)
+      return config_error("server.compression must be a boolean");
+  }
   if (element v; obj["testing"].get(v) == simdjson::SUCCESS && !v.is_null()) {
     if (v.get_bool().get(out.testing) != simdjson::SUCCESS)
       return config_error("server.testing must be a boolean");

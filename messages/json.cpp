@@ -1,6 +1,8 @@
 // The reply writer and the UTF-8/whitespace helpers shared by every codec.
 #include "messages/json.hpp"
 
+#include <cstring>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -147,6 +149,34 @@ void append_quoted(std::string& out, std::string_view text) {
   out += '"';
   size_t i = 0;
   while (i < text.size()) {
+    // Bytes that need no escape go in one append: command output is mostly such runs.
+    size_t run = i;
+    // Eight bytes at a time: stop at the word holding a byte below 0x20, at or above
+    // 0x80, a quote or a backslash.
+    constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (run + 8 <= text.size()) {
+      uint64_t w;
+      std::memcpy(&w, text.data() + run, 8);
+      const uint64_t below_space = (w - ones * 0x20) & ~w;
+      const uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+      const uint64_t special = below_space | ((quote - ones) & ~quote)
+                               | ((backslash - ones) & ~backslash) | w;
+      if (special & highs)
+        break;
+      run += 8;
+    }
+    while (run < text.size()) {
+      const auto b = static_cast<unsigned char>(text[run]);
+      if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\')
+        break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(text.data() + i, run - i);
+      i = run;
+      if (i == text.size())
+        break;
+    }
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
       i += append_sequence(out, text.substr(i));

@@ -163,12 +163,34 @@ void run_blocking_on(caf::event_based_actor* self, std::shared_ptr<worker_pool> 
 
 // -- directory round trips ------------------------------------------------------------
 
+/// Replies larger than this are rendered on the worker pool: escaping megabytes of
+/// output would hold up every other reply of the connection (and its heartbeats).
+constexpr size_t render_off_actor_bytes = 256 * 1024;
+
+template <class R>
+size_t payload_bytes(const R&) {
+  return 0;
+}
+
+size_t payload_bytes(const exec_result& r) {
+  return r.stdout_text.size() + r.stderr_text.size();
+}
+
 /// Sends one request to the directory and renders its reply with `render`.
 template <class R, class Render, class... Ts>
 void ask(connection_env& env, done_fn done, Render render, Ts&&... xs) {
+  auto* self = env.self;
+  auto pool = env.pool;
   env.self->request(env.directory, caf::infinite, std::forward<Ts>(xs)...)
-    .then([done, render](R& r) { done(success(render(r))); },
-          [done](caf::error& err) { done(failure(from_caf_error(err))); });
+    .then(
+      [self, pool, done, render](R& r) {
+        if (pool == nullptr || payload_bytes(r) < render_off_actor_bytes)
+          return done(success(render(r)));
+        auto held = std::make_shared<R>(std::move(r));  // the job is copied on its way
+        run_blocking_on(
+          self, pool, [held, render] { return success(render(*held)); }, done);
+      },
+      [done](caf::error& err) { done(failure(from_caf_error(err))); });
 }
 
 /// Fetches the instance settings (config, readiness), then runs `next` with them.

@@ -507,7 +507,18 @@ class ws_outbox {
     }
     queued_bytes_ += text.size();
     peak_bytes_ = std::max(peak_bytes_, queued_bytes_);
-    queue_.push_back({std::move(text), reply});
+    const bool small = text.size() <= small_message_bytes;
+    if (Derived::small_first && small && overtaken_ < max_overtaking) {
+      // Ahead of every large message not started yet (one message is one frame
+      // sequence, RFC 6455 §5.4: a message being written cannot be interrupted).
+      const size_t at = (writing_ ? 1 : 0) + waiting_small_;
+      if (at < queue_.size())
+        ++overtaken_;
+      queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(at), {std::move(text), reply});
+      ++waiting_small_;
+    } else {
+      queue_.push_back({std::move(text), reply});
+    }
     d.after_enqueue();
     if (!writing_)
       do_write();
@@ -515,6 +526,10 @@ class ws_outbox {
 
   void do_write() {
     auto& d = derived();
+    if (waiting_small_ > 0)
+      --waiting_small_; // the front is the first of them
+    else
+      overtaken_ = 0;   // a large message goes: the small ones start counting again
     writing_ = true;
     d.ws_.text(true);
     d.ws_.async_write(asio::buffer(queue_.front().text),
@@ -552,6 +567,8 @@ class ws_outbox {
         d.reply_done();
       queue_.pop_back();
     }
+    waiting_small_ = 0;
+    overtaken_ = 0;
     if (queue_.empty())
       std::deque<queued>{}.swap(queue_);
   }
@@ -578,7 +595,17 @@ class ws_outbox {
     });
   }
 
+  /// Messages this size or smaller may overtake larger ones not started yet (when
+  /// Derived::small_first), at most max_overtaking times per large message, so a stream
+  /// of small replies cannot starve a large one.
+  static constexpr size_t small_message_bytes = 64 * 1024;
+  static constexpr size_t max_overtaking = 1024;
+
+  /// Front to back: the message being written (when writing_), the small messages that
+  /// went ahead (waiting_small_ of them), then the rest in arrival order.
   std::deque<queued> queue_;
+  size_t waiting_small_ = 0;
+  size_t overtaken_ = 0;
   /// Bytes waiting in queue_, and the most there ever were.
   size_t queued_bytes_ = 0;
   size_t peak_bytes_ = 0;
@@ -593,6 +620,8 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
   friend class ws_outbox<ws_session>;
   static constexpr const char* write_what = "write";
   static constexpr const char* close_what = "close";
+  /// Replies are matched by seq_id: a small one need not wait behind large ones.
+  static constexpr bool small_first = true;
 
  public:
   ws_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
@@ -689,8 +718,10 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
     timeouts.handshake_timeout = close_timeout;
     ws_.set_option(timeouts);
+    // Beast compresses inside its write, on this I/O thread: a 12 MiB reply would hold
+    // up every connection of the thread, so the offer is declined unless configured.
     websocket::permessage_deflate pmd;
-    pmd.server_enable = true;
+    pmd.server_enable = srv_.opts.compression;
     ws_.set_option(pmd);
     ws_.set_option(websocket::stream_base::decorator(
       [](websocket::response_type& res) { res.set(http::field::server, "boxrt"); }));
@@ -956,6 +987,8 @@ constexpr const char* relay_stale_reason = "Stale Box placement generation";
 class relay_session final : public session_base, private ws_outbox<relay_session> {
   friend class ws_outbox<relay_session>;
   static constexpr const char* write_what = "relay write";
+  /// Stdout chunks are one stream: they keep their order.
+  static constexpr bool small_first = false;
   static constexpr const char* close_what = "relay close";
 
  public:

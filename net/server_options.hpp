@@ -21,6 +21,9 @@ struct server_options {
   size_t max_outbound_bytes = size_t{64} << 20;
   size_t max_outbound_frames = 4096;
   size_t outbound_stall_ms = 30000;
+  /// Negotiate permessage-deflate on /rpc/ws. Off by default: Beast compresses on the
+  /// I/O thread, so one large compressed reply delays every connection of that thread.
+  bool compression = false;
   size_t io_threads = 1;
   /// After handling something, an I/O thread keeps polling this long before it sleeps
   /// in the kernel: waking a sleeping CPU costs tens of microseconds on a virtual

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <map>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
@@ -632,15 +633,45 @@ BOOST_FIXTURE_TEST_CASE(an_inflight_slot_is_held_until_its_reply_is_written, slo
   // Both replies reached the socket; neither fits the client's buffers.
   BOOST_REQUIRE(eventually([&] { return srv->stats().unwritten_replies == 2; }));
   c.request(3, "box_exec", exec_data("s", "echo three"), ctx);
-  auto r1 = c.read_reply();
-  auto r2 = c.read_reply();
-  auto r3 = c.read_reply();
-  BOOST_CHECK_EQUAL(r1.code, 0);
-  BOOST_CHECK_EQUAL(r2.code, 0);
-  BOOST_CHECK_EQUAL(r3.seq_id, "3");
-  BOOST_CHECK_EQUAL(r3.message, "Runtime connection is busy (max 2 concurrent actions)");
+  // The small busy reply overtakes the large one not started yet.
+  std::map<std::string, wire_reply> replies;
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.read_reply();
+    replies[r.seq_id] = r;
+  }
+  BOOST_REQUIRE_EQUAL(replies.size(), 3u);
+  BOOST_CHECK_EQUAL(replies["1"].code, 0);
+  BOOST_CHECK_EQUAL(replies["2"].code, 0);
+  BOOST_CHECK_EQUAL(replies["3"].message, "Runtime connection is busy (max 2 concurrent actions)");
   // Written now: the slots are free again.
   BOOST_CHECK_EQUAL(c.call(4, "box_exec", exec_data("s", "echo x"), ctx).code, 0);
+}
+
+struct fair_fixture : net_fixture {
+  fair_fixture() : net_fixture([] {
+    auto o = outbound_caps(size_t{64} << 20, 4096, 30000);
+    o.max_output_bytes = 16 << 20;
+    return o;
+  }()) {}
+};
+
+// LangBot shares one connection between tenants. Three 12 MiB replies for workspace A
+// are queued before B's echo: B's reply waits at most for the one being written.
+BOOST_FIXTURE_TEST_CASE(a_small_reply_overtakes_large_ones_not_started, fair_fixture) {
+  auto c = connect(slow_reader());
+  BOOST_REQUIRE(c.is_open());
+  for (int i = 1; i <= 3; ++i)
+    c.request(i, "box_exec", exec_data("big", bytes_cmd(12 << 20)), context_json("ws-a"));
+  BOOST_REQUIRE(eventually([&] { return srv->stats().unwritten_replies == 3; }));
+  c.request(10, "box_exec", exec_data("small", "echo b"), context_json("ws-b"));
+  BOOST_REQUIRE(eventually([&] { return srv->stats().unwritten_replies == 4; }));
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i)
+    order.push_back(c.read_reply().seq_id);
+  BOOST_CHECK_EQUAL(order[0], "1");
+  BOOST_CHECK_EQUAL(order[1], "10");
+  BOOST_CHECK_EQUAL(order[2], "2");
+  BOOST_CHECK_EQUAL(order[3], "3");
 }
 
 BOOST_FIXTURE_TEST_CASE(an_oversize_message_closes_only_its_connection, small_limit_fixture) {
@@ -786,7 +817,15 @@ BOOST_FIXTURE_TEST_CASE(a_burst_of_messages_is_read_with_flow_control, small_inf
 
 // -- compression and fragments ----------------------------------------------------------------
 
-BOOST_FIXTURE_TEST_CASE(permessage_deflate_is_accepted, net_fixture) {
+struct compression_fixture : net_fixture {
+  compression_fixture() : net_fixture([] {
+    net::server_options s;
+    s.compression = true;
+    return with_server(s);
+  }()) {}
+};
+
+BOOST_FIXTURE_TEST_CASE(permessage_deflate_is_accepted_when_configured, compression_fixture) {
   ws_options o;
   o.deflate = true;
   auto c = connect(o);
@@ -797,6 +836,17 @@ BOOST_FIXTURE_TEST_CASE(permessage_deflate_is_accepted, net_fixture) {
   auto r = c.call(1, "box_exec", exec_data("s", "echo " + text), context_json("ws-z"));
   BOOST_REQUIRE_EQUAL(r.code, 0);
   BOOST_CHECK(r.data.find(text) != std::string::npos);
+}
+
+// By default the offer is declined (Beast would compress on the I/O thread) and the
+// connection works uncompressed, as a websockets client expects.
+BOOST_FIXTURE_TEST_CASE(permessage_deflate_is_declined_by_default, net_fixture) {
+  ws_options o;
+  o.deflate = true;
+  auto c = connect(o);
+  BOOST_REQUIRE(c.is_open());
+  BOOST_CHECK_EQUAL(std::string{c.http_response()["Sec-WebSocket-Extensions"]}, "");
+  BOOST_CHECK_EQUAL(c.call(1, "__ping").code, 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(fragmented_messages_are_reassembled, net_fixture) {
