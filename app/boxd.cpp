@@ -1,11 +1,14 @@
 // boxd: the sandbox session runtime server. Thin: build the config, select the
 // backend, start the actor system and the WebSocket server, wait for SIGINT/SIGTERM.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -55,6 +58,18 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("boxd");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+
+  // Service managers give a soft descriptor limit of 1024 and a higher hard one: every
+  // connection, sandbox, pipe and quota image needs descriptors, so take the hard limit.
+  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    const auto soft = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) == 0)
+      spdlog::info("boxd: open file limit raised from {} to {}", soft, lim.rlim_max);
+    else
+      spdlog::warn("boxd: cannot raise the open file limit from {}: {}", soft,
+                   std::strerror(errno));
+  }
 
   std::vector<std::string> args{argv + 1, argv + argc};
   auto loaded = load_boxd_config(args, +[](const char* n) { return getenv_or_empty(n); });

@@ -145,6 +145,12 @@ box_error apply_server(element section, net::server_options& out) {
     return err;
   if (auto err = read_size(obj, "outbound_stall_ms", 100, 3600000, out.outbound_stall_ms))
     return err;
+  if (auto err = read_size(obj, "max_pending_handshakes", 1, 100000, out.max_pending_handshakes))
+    return err;
+  if (auto err = read_size(obj, "handshake_timeout_ms", 100, 600000, out.handshake_timeout_ms))
+    return err;
+  if (auto err = read_size(obj, "reserved_fds", 0, 1000000, out.reserved_fds))
+    return err;
   if (auto err = read_size(obj, "io_threads", 1, 64, out.io_threads))
     return err;
   if (auto err = read_size(obj, "io_spin_us", 0, 10000, out.io_spin_us))

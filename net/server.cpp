@@ -30,6 +30,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include "actors/caf_support.hpp"
 #include "actors/process_registry.hpp"
@@ -54,7 +55,10 @@ constexpr const char* generation_header = "X-LangBot-Placement-Generation";
 /// How long /healthz and /readyz wait for the directory.
 constexpr auto health_timeout = std::chrono::seconds{5};
 /// Time limit of an HTTP request read and of the WebSocket closing handshake.
-constexpr auto http_read_timeout = std::chrono::seconds{30};
+/// Accept errors and refusals are logged at most this often.
+constexpr auto accept_log_interval = std::chrono::seconds{5};
+/// The longest back-off after an accept error.
+constexpr auto max_accept_delay = std::chrono::milliseconds{1000};
 constexpr auto close_timeout = std::chrono::seconds{5};
 /// stop(): how long sockets get for a clean close before they are cut, and how long
 /// the cut sockets get before the I/O threads are stopped regardless.
@@ -380,6 +384,9 @@ struct server_core {
 
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
+  /// A warning about accepting, at most one per accept_log_interval (the rest counted).
+  template <class... Args>
+  void accept_warning(fmt::format_string<Args...> text, Args&&... args);
 
   caf::actor_system& sys;
   directory_actor directory;
@@ -393,6 +400,15 @@ struct server_core {
   std::atomic<uint64_t> transfer_seq{1};
 
   std::atomic<size_t> ws_count{0};
+  /// Connections accepted and not upgraded (or closed) yet: HTTP sessions alive.
+  std::atomic<size_t> pending_handshakes{0};
+  std::atomic<uint64_t> refused_accepts{0};
+  /// RLIMIT_NOFILE's soft limit when the server started (0 = unknown).
+  size_t fd_limit = 0;
+  /// Accept strand only: the current back-off after an accept error, and log limits.
+  std::chrono::milliseconds accept_delay{0};
+  std::chrono::steady_clock::time_point last_accept_log{};
+  uint64_t accept_logs_suppressed = 0;
   std::shared_ptr<std::atomic<int64_t>> unwritten_replies =
     std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<uint64_t> outbound_pauses{0};
@@ -1296,9 +1312,14 @@ class http_session final : public session_base {
  public:
   http_session(server_core& srv, tcp::socket&& socket)
     : srv_(srv), peer_(peer_of(socket)), stream_(std::move(socket)),
-      timer_(stream_.get_executor()) {}
+      timer_(stream_.get_executor()) {
+    srv_.pending_handshakes += 1;
+  }
 
-  ~http_session() override { srv_.remove(this); }
+  ~http_session() override {
+    srv_.pending_handshakes -= 1;
+    srv_.remove(this);
+  }
 
   std::shared_ptr<http_session> self() {
     return std::static_pointer_cast<http_session>(shared_from_this());
@@ -1337,7 +1358,9 @@ class http_session final : public session_base {
     }
     parser_.emplace();
     parser_->body_limit(64 * 1024);
-    stream_.expires_after(http_read_timeout);
+    // A whole request (a handshake, a probe) within the deadline: a slow or idle
+    // client cannot hold a pending slot for long.
+    stream_.expires_after(std::chrono::milliseconds{srv_.opts.handshake_timeout_ms});
     http::async_read(stream_, buffer_, *parser_,
                      [s = self()](beast::error_code ec, size_t) { s->on_read(ec); });
   }
@@ -1717,20 +1740,59 @@ void server_core::do_accept() {
   });
 }
 
+template <class... Args>
+void server_core::accept_warning(fmt::format_string<Args...> text, Args&&... args) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_log < accept_log_interval) {
+    ++accept_logs_suppressed;
+    return;
+  }
+  last_accept_log = now;
+  auto line = fmt::format(text, std::forward<Args>(args)...);
+  if (accept_logs_suppressed > 0)
+    spdlog::warn("net: {} ({} more like this since the last report)", line,
+                 accept_logs_suppressed);
+  else
+    spdlog::warn("net: {}", line);
+  accept_logs_suppressed = 0;
+}
+
 void server_core::on_accept(beast::error_code ec, tcp::socket socket) {
   if (stopping || !acceptor->is_open())
     return;
   if (ec) {
-    // Out of descriptors and the like: back off briefly instead of spinning.
-    spdlog::warn("net: accept: {}", ec.message());
-    accept_backoff->expires_after(std::chrono::milliseconds{50});
+    // Out of descriptors and the like: back off, longer each time, instead of spinning.
+    accept_delay = std::min(std::max(accept_delay * 2, std::chrono::milliseconds{50}),
+                            max_accept_delay);
+    accept_warning("accept failed: {}; retrying in {} ms", ec.message(), accept_delay.count());
+    accept_backoff->expires_after(accept_delay);
     accept_backoff->async_wait([this](beast::error_code wait_ec) {
       if (!wait_ec && !stopping)
         do_accept();
     });
     return;
   }
-  std::make_shared<http_session>(*this, std::move(socket))->run();
+  accept_delay = std::chrono::milliseconds{0};
+  // Descriptors are handed out lowest first, so the new one's number is about how many
+  // are open: the last reserved_fds stay for sandboxes, pipes and files.
+  const auto fd = static_cast<size_t>(socket.native_handle());
+  if (fd_limit > 0 && fd + opts.reserved_fds >= fd_limit) {
+    refused_accepts += 1;
+    accept_warning("connection refused: descriptor {} of {} (the last {} are reserved for "
+                   "sandboxes)",
+                   fd, fd_limit, opts.reserved_fds);
+    beast::error_code ignored;
+    socket.close(ignored);
+  } else if (pending_handshakes.load() >= opts.max_pending_handshakes) {
+    refused_accepts += 1;
+    accept_warning("connection refused: {} connections have not finished their handshake "
+                   "(server.max_pending_handshakes)",
+                   pending_handshakes.load());
+    beast::error_code ignored;
+    socket.close(ignored);
+  } else {
+    std::make_shared<http_session>(*this, std::move(socket))->run();
+  }
   do_accept();
 }
 
@@ -1786,6 +1848,8 @@ uint16_t server::start() {
       throw std::runtime_error("cannot create the transfer directory " + d.opts.transfer_dir
                                + ": " + err.message());
   }
+  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    d.fd_limit = static_cast<size_t>(lim.rlim_cur);
   auto host = d.opts.host;
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
@@ -1870,6 +1934,8 @@ server_stats server::stats() const {
   out.connections = impl_->ws_count.load();
   out.unwritten_replies = static_cast<uint64_t>(std::max<int64_t>(0, impl_->unwritten_replies->load()));
   out.outbound_pauses = impl_->outbound_pauses.load();
+  out.pending_handshakes = impl_->pending_handshakes.load();
+  out.refused_accepts = impl_->refused_accepts.load();
   out.outbound_stall_closes = impl_->outbound_stall_closes.load();
   return out;
 }

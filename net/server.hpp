@@ -31,6 +31,10 @@ struct server_stats {
   uint64_t outbound_pauses = 0;
   /// Connections closed with 1008 "outbound queue full".
   uint64_t outbound_stall_closes = 0;
+  /// Connections accepted that have not upgraded (or been closed) yet.
+  size_t pending_handshakes = 0;
+  /// Connections closed at accept (pending handshakes at their cap, descriptors reserved).
+  uint64_t refused_accepts = 0;
 };
 
 class server {

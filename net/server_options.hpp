@@ -21,6 +21,13 @@ struct server_options {
   size_t max_outbound_bytes = size_t{64} << 20;
   size_t max_outbound_frames = 4096;
   size_t outbound_stall_ms = 30000;
+  /// Connections that have not finished their HTTP request or upgrade: past the cap new
+  /// ones are closed at accept; each must send a whole request within the timeout.
+  size_t max_pending_handshakes = 256;
+  size_t handshake_timeout_ms = 5000;
+  /// Descriptors below RLIMIT_NOFILE kept for sandboxes, pipes and files: a connection
+  /// that would take one of them is closed at accept.
+  size_t reserved_fds = 256;
   /// Negotiate permessage-deflate on /rpc/ws. Off by default: Beast compresses on the
   /// I/O thread, so one large compressed reply delays every connection of that thread.
   bool compression = false;

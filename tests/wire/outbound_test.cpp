@@ -10,44 +10,12 @@
 
 #include "tests/net/client.hpp"
 #include "tests/wire/boxd_process.hpp"
+#include "tests/wire/process_probe.hpp"
 
 namespace boxrt::test {
 namespace {
 
 const std::string token = "wire-test-token-0123456789abcdef0123456789";
-
-/// Resident set of `pid` in MiB.
-size_t rss_mib(pid_t pid) {
-  std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stoul(line.substr(6)) / 1024;
-  return 0;
-}
-
-uint16_t port_of(const boxd_process& boxd) {
-  return static_cast<uint16_t>(std::stoi(boxd.url().substr(boxd.url().rfind(':') + 1)));
-}
-
-bool log_has(const boxd_process& boxd, const std::string& needle) {
-  std::ifstream log{boxd.dir() / "boxd.log"};
-  std::stringstream text;
-  text << log.rdbuf();
-  return text.str().find(needle) != std::string::npos;
-}
-
-/// Polls `done()` until it holds or 30 s pass.
-template <class Pred>
-bool eventually(Pred done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds{20});
-  }
-  return true;
-}
 
 } // namespace
 
