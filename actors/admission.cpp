@@ -7,6 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "messages/codec.hpp"
+#include "messages/codec_text.hpp"
+#include "messages/json.hpp"
 #include "messages/tenancy.hpp"
 
 namespace boxrt {
@@ -567,6 +570,95 @@ box_error readiness_error(const runtime_readiness& r) {
   auto list = failing.empty() ? std::string{"unknown"} : join(failing);
   return make_box_error(ec::readiness,
                         "Managed sandbox isolation is not ready (failed checks: " + list + ")");
+}
+
+// -- durable state ---------------------------------------------------------------------
+
+std::string workspace_admission::durable_state() const {
+  json::writer w;
+  w.begin_object();
+  w.key("v").value(1);
+  w.key("instance_uuid").value(instance_);
+  w.key("workspace_uuid").value(workspace_);
+  w.key("generation").value(generation_);
+  w.key("highest_revision").value(highest_revision_);
+  w.key("highest_generation").value(highest_generation_);
+  w.key("tombstone").value(tombstone_);
+  w.key("fingerprint_sessions").value(fingerprint_sessions_);
+  w.key("fingerprint_processes").value(fingerprint_processes_);
+  w.key("snapshot");
+  if (snapshot_)
+    w.raw(snapshot_->fingerprint);
+  else
+    w.null();
+  w.key("grant");
+  if (grant_ && !grant_derived_) {
+    w.begin_object();
+    w.key("execution_generation").value(grant_->execution_generation);
+    w.key("entitlement_revision").value(grant_->entitlement_revision);
+    w.key("expires_at").value(grant_->expires_at);
+    w.key("max_sessions").value(grant_->max_sessions);
+    w.key("max_managed_processes").value(grant_->max_managed_processes);
+    w.end_object();
+  } else {
+    w.null();
+  }
+  w.end_object();
+  return w.take();
+}
+
+box_error workspace_admission::restore(std::string_view text) {
+  auto bad = [](std::string what) {
+    return box_error{ec::runtime, "admission state record: " + std::move(what)};
+  };
+  auto parsed = decode_text(text, [&](const simdjson::dom::element& root) -> result<workspace_admission> {
+    workspace_admission out{instance_, workspace_};
+    simdjson::dom::object obj;
+    if (root.get_object().get(obj) != simdjson::SUCCESS)
+      return bad("not an object");
+    int64_t version = 0;
+    std::string_view inst, ws;
+    if (obj["v"].get_int64().get(version) != simdjson::SUCCESS || version != 1)
+      return bad("unknown version");
+    if (obj["instance_uuid"].get_string().get(inst) != simdjson::SUCCESS || inst != instance_
+        || obj["workspace_uuid"].get_string().get(ws) != simdjson::SUCCESS || ws != workspace_)
+      return bad("belongs to another workspace");
+    auto integer = [&](const char* key, int64_t& field) {
+      return obj[key].get_int64().get(field) == simdjson::SUCCESS;
+    };
+    if (!integer("generation", out.generation_) || !integer("highest_revision", out.highest_revision_)
+        || !integer("highest_generation", out.highest_generation_)
+        || !integer("tombstone", out.tombstone_)
+        || !integer("fingerprint_sessions", out.fingerprint_sessions_)
+        || !integer("fingerprint_processes", out.fingerprint_processes_))
+      return bad("a counter is missing");
+    simdjson::dom::element snap;
+    if (obj["snapshot"].get(snap) == simdjson::SUCCESS && !snap.is_null()) {
+      auto decoded = decode_entitlement_snapshot(snap);
+      if (!decoded)
+        return bad("snapshot: " + decoded.error().message);
+      out.snapshot_ = std::move(decoded.value());
+    }
+    simdjson::dom::object grant;
+    if (obj["grant"].get_object().get(grant) == simdjson::SUCCESS) {
+      admission_grant g;
+      g.instance_uuid = instance_;
+      g.workspace_uuid = workspace_;
+      if (grant["execution_generation"].get_int64().get(g.execution_generation) != simdjson::SUCCESS
+          || grant["entitlement_revision"].get_int64().get(g.entitlement_revision) != simdjson::SUCCESS
+          || grant["expires_at"].get_int64().get(g.expires_at) != simdjson::SUCCESS
+          || grant["max_sessions"].get_int64().get(g.max_sessions) != simdjson::SUCCESS
+          || grant["max_managed_processes"].get_int64().get(g.max_managed_processes)
+               != simdjson::SUCCESS)
+        return bad("grant is incomplete");
+      out.grant_ = g;
+    }
+    return out;
+  });
+  if (!parsed)
+    return parsed.error();
+  *this = std::move(parsed.value());
+  return {};
 }
 
 } // namespace boxrt

@@ -135,6 +135,17 @@ class workspace_admission {
   /// no revision seen and a fence at most 1. Only such records may be evicted.
   bool evictable() const noexcept;
 
+  // -- durable state (contract §4.11) ---------------------------------------------------
+
+  /// What must survive a restart, as JSON: fence, highest revision and generation,
+  /// tombstone, the stored snapshot and a host-pushed grant. A grant derived from the
+  /// snapshot is left out: it is derived again, and its expiry moves on every use.
+  std::string durable_state() const;
+
+  /// Loads what durable_state() wrote (before any request). Error when `json` is not
+  /// such a record or belongs to another workspace; nothing changes then.
+  box_error restore(std::string_view json);
+
  private:
   std::string instance_;
   std::string workspace_;

@@ -135,6 +135,7 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
   a.backend = st.args.backend;
   a.pool = st.args.pool;
   a.processes = st.args.processes;
+  a.store = st.args.store;
   auto sup = spawn_supervisor(self, std::move(a));
   self->monitor(sup);
   st.children->emplace(sup.address(), caf::actor_cast<caf::actor>(sup));

@@ -8,6 +8,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
+#include "backends/admission_store.hpp"
 #include "backends/backend.hpp"
 #include "backends/worker_pool.hpp"
 
@@ -30,6 +31,8 @@ struct directory_args {
   bool unsafe_soft_storage = false;
   /// server.testing: the scripted backend may make admission mode ready (tests only).
   bool testing = false;
+  /// Durable admission state (contract §4.11); null keeps it in memory only.
+  std::shared_ptr<admission_store> store;
 };
 
 directory_actor spawn_directory(caf::actor_system& sys, directory_args args);

@@ -64,6 +64,10 @@ struct supervisor_state {
   std::string skills_root;
   std::optional<local_config> skills_local;
   std::string skills_resolved;
+  /// The admission state as last committed to the store.
+  std::string persisted;
+  /// Set when the workspace's durable state could not be read: it serves nothing.
+  box_error state_error;
   /// Every live session actor, shared with the exit functor.
   std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
     = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
@@ -255,10 +259,29 @@ void arm_expiry(self_ptr self) {
   self->delayed_send(self, std::chrono::microseconds{delay_us}, expire_atom_v, token);
 }
 
+/// Commits the admission state when it changed (contract §4.11): callers do so before
+/// the reply that depends on it.
+box_error persist(self_ptr self) {
+  auto& st = self->state;
+  if (!st.args.store)
+    return {};
+  auto now = st.admission->durable_state();
+  if (now == st.persisted)
+    return {};
+  if (auto err = st.args.store->put(st.args.directory_key, now)) {
+    spdlog::error("{}: {}", st.admission->box_ns(), err.message);
+    return err;
+  }
+  st.persisted = std::move(now);
+  return {};
+}
+
 /// The checks that change nothing, in order: fence staleness, forged fields
 /// (admission mode), decode errors.
 box_error pre_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
                    const box_error& decode_error) {
+  if (self->state.state_error)
+    return self->state.state_error;
   auto& adm = *self->state.admission;
   if (auto err = adm.check_generation(ctx.placement_generation))
     return err;
@@ -276,11 +299,14 @@ box_error admission_gate(self_ptr self, const action_context& ctx) {
     return {};
   auto effect = session_effect::none;
   auto err = adm.check_entitlement(ctx, config(self).admission, wall_now_us(), effect);
+  auto saved = persist(self);
   if (effect != session_effect::none)
     apply_effect(self, effect, [](int64_t) {});
   arm_expiry(self);
   if (err)
     return err;
+  if (saved)
+    return saved;
   const auto& s = st.args.settings;
   if (!s.ready) {
     runtime_readiness r;
@@ -298,8 +324,11 @@ box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_fa
                       const box_error& decode_error, bool sandbox) {
   if (auto err = pre_gate(self, ctx, facts, decode_error))
     return err;
-  if (self->state.admission->observe_generation(ctx.placement_generation))
+  if (self->state.admission->observe_generation(ctx.placement_generation)) {
     retire_stale(self);
+    if (auto err = persist(self))
+      return err;
+  }
   return sandbox ? admission_gate(self, ctx) : box_error{};
 }
 
@@ -312,8 +341,13 @@ void advance_then(self_ptr self, const action_context& ctx, std::function<void(b
     next(admission_gate(self, ctx));
     return;
   }
+  auto saved = persist(self);
   auto old = [gen](const std::string&, const session_entry& e) { return e.generation < gen; };
-  stop_sessions(self, old, stale_error(), [self, ctx, next](int64_t) {
+  stop_sessions(self, old, stale_error(), [self, ctx, next, saved](int64_t) {
+    if (saved) {
+      next(saved);
+      return;
+    }
     if (auto err = self->state.admission->check_generation(ctx.placement_generation)) {
       next(err);
       return;
@@ -651,6 +685,24 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
     st.args = std::move(a);
     st.admission = std::make_unique<workspace_admission>(st.args.instance_uuid,
                                                          st.args.workspace_uuid);
+    if (st.args.store) {
+      // The workspace serves nothing on a state it could not read: an empty one would
+      // forget its revocations.
+      auto record = st.args.store->get(st.args.directory_key);
+      if (!record) {
+        st.state_error = box_error{ec::box_error, "Admission state of this Workspace is "
+                                                  "unavailable: " + record.error().message};
+      } else if (record.value()) {
+        if (auto err = st.admission->restore(*record.value()))
+          st.state_error = box_error{ec::box_error, "Admission state of this Workspace is "
+                                                    "unavailable: " + err.message};
+        else
+          st.persisted = std::move(*record.value());
+      }
+      if (st.state_error)
+        spdlog::error("{}: {}", st.admission->box_ns(), st.state_error.message);
+      arm_expiry(self);
+    }
     self->set_down_handler([self](const caf::down_msg& dm) {
       auto& st = self->state;
       st.children->erase(dm.source);
@@ -789,43 +841,63 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
         report_idle(self);
         return out;
       },
+      // Each change is committed before its reply; a revocation stops the sessions
+      // even when the commit fails (the reply then says so).
       [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
+        if (self->state.state_error)
+          return to_caf_error(self->state.state_error);
         auto outcome = self->state.admission->put_snapshot(snap, wall_now_us() / 1000000);
         if (!outcome)
           return to_caf_error(outcome.error());
+        auto saved = persist(self);
         arm_expiry(self);
         auto rp = self->make_response_promise<entitlement_receipt>();
         auto receipt = outcome->receipt;
-        apply_effect(self, outcome->effect, [self, rp, receipt](int64_t n) mutable {
+        apply_effect(self, outcome->effect, [self, rp, receipt, saved](int64_t n) mutable {
           receipt.revoked_sessions = n;
-          rp.deliver(receipt);
+          if (saved)
+            rp.deliver(to_caf_error(saved));
+          else
+            rp.deliver(receipt);
           report_idle(self);
         });
         return rp;
       },
       [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
+        if (self->state.state_error)
+          return to_caf_error(self->state.state_error);
         auto outcome = self->state.admission->upsert_grant(grant, config(self), wall_now_us());
         if (!outcome)
           return to_caf_error(outcome.error());
+        auto saved = persist(self);
         if (outcome->fence_advanced)
           retire_stale(self);
         arm_expiry(self);
         auto rp = self->make_response_promise<grant_receipt>();
         auto receipt = outcome->receipt;
-        apply_effect(self, outcome->effect, [self, rp, receipt](int64_t) mutable {
-          rp.deliver(receipt);
+        apply_effect(self, outcome->effect, [self, rp, receipt, saved](int64_t) mutable {
+          if (saved)
+            rp.deliver(to_caf_error(saved));
+          else
+            rp.deliver(receipt);
           report_idle(self);
         });
         return rp;
       },
       [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
+        if (self->state.state_error)
+          return to_caf_error(self->state.state_error);
         auto outcome = self->state.admission->revoke(rev, config(self));
         if (!outcome)
           return to_caf_error(outcome.error());
+        auto saved = persist(self);
         auto rp = self->make_response_promise<revocation_receipt>();
         auto receipt = outcome->receipt;
-        apply_effect(self, outcome->effect, [self, rp, receipt](int64_t) mutable {
-          rp.deliver(receipt);
+        apply_effect(self, outcome->effect, [self, rp, receipt, saved](int64_t) mutable {
+          if (saved)
+            rp.deliver(to_caf_error(saved));
+          else
+            rp.deliver(receipt);
           report_idle(self);
         });
         return rp;
@@ -862,6 +934,7 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
           return;
         st.armed_expiry = 0;
         auto effect = st.admission->on_expiry(wall_now_us(), config(self).admission);
+        persist(self);  // logged on failure; nothing waits for a reply here
         arm_expiry(self);
         apply_effect(self, effect, [self](int64_t) { report_idle(self); });
       },

@@ -8,6 +8,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
+#include "backends/admission_store.hpp"
 #include "backends/backend.hpp"
 #include "backends/worker_pool.hpp"
 
@@ -23,6 +24,8 @@ struct supervisor_args {
   backend_ptr backend;   // null when no backend is usable
   std::shared_ptr<worker_pool> pool;
   std::shared_ptr<process_registry> processes;
+  /// Durable admission state; null keeps it in memory only (tests of the actor core).
+  std::shared_ptr<admission_store> store;
 };
 
 supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args);

@@ -18,6 +18,7 @@
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
 #include "app/boxd_config.hpp"
+#include "backends/admission_store.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/registry.hpp"
 #include "net/server.hpp"
@@ -53,6 +54,19 @@ std::string ensure_default_workspace(const local_config& local) {
 }
 
 } // namespace
+
+/// Whether the data directories already hold tenant workspaces or skills.
+bool holds_tenant_state(const local_config& local) {
+  for (const auto& root : {local.default_workspace, local.skills_root}) {
+    if (root.empty())
+      continue;
+    std::error_code err;
+    std::filesystem::directory_iterator it{std::filesystem::path{root} / "tenants", err};
+    if (!err && it != std::filesystem::directory_iterator{})
+      return true;
+  }
+  return false;
+}
 
 int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("boxd");
@@ -123,7 +137,25 @@ int main(int argc, char** argv) {
   if (choice.backend)
     choice.backend->cleanup_orphans();
 
+  // Admission state is loaded before anything serves (contract §4.11).
+  admission_state_options state_opts;
+  state_opts.host_root = cfg.box.local.host_root;
+  state_opts.admission_mode = cfg.box.admission.required || !cfg.box.admission_error.empty();
+  state_opts.init_state = cfg.init_state;
+  state_opts.tenant_state_exists = holds_tenant_state(cfg.box.local);
+  auto state = open_admission_state(state_opts);
+  if (!state.refusal.empty()) {
+    spdlog::critical("boxd: {}", state.refusal);
+    return 2;
+  }
+  if (!state.note.empty())
+    spdlog::warn("boxd: {}", state.note);
+  if (cfg.server.testing)
+    if (auto n = getenv_or_empty("BOXD_TEST_CRASH_AFTER_COMMITS"); !n.empty())
+      state.store->crash_after_commits(std::stoull(n));
+
   directory_args dargs;
+  dargs.store = state.store;
   dargs.config = cfg.box;
   dargs.trusted_instance = cfg.server.trusted_instance;
   dargs.backend = choice.backend;

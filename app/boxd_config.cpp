@@ -221,8 +221,11 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
       listen_override = v.value();
     } else if (a.rfind("--listen=", 0) == 0) {
       listen_override = a.substr(9);
+    } else if (a == "--init-state") {
+      cfg.init_state = true;
     } else {
-      return config_error("unknown argument \"" + a + "\" (usage: boxd [--config FILE] [--listen HOST:PORT])");
+      return config_error("unknown argument \"" + a
+                          + "\" (usage: boxd [--config FILE] [--listen HOST:PORT] [--init-state])");
     }
   }
   // LANGBOT_BOX_CONFIG first, a config file over it: the file is the operator's intent.

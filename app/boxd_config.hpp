@@ -17,6 +17,8 @@ struct boxd_config {
   box_config box;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
   bool unsafe_soft_storage = false;
+  /// --init-state: start with empty admission state where its database is missing.
+  bool init_state = false;
   /// Warnings to log once logging is up (never secrets).
   std::vector<std::string> warnings;
 };

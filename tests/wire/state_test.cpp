@@ -1,0 +1,188 @@
+// Durable admission state (contract §4.11) against real boxd processes on one data
+// folder: what was acknowledged survives a restart and a kill -9; a corrupt,
+// unreadable or missing database is never silently replaced in admission mode.
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <signal.h>
+
+#include "net/client.hpp"
+#include "tests/wire/boxd_process.hpp"
+
+namespace boxrt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string token = "wire-test-token-0123456789abcdef0123456789";
+const std::string server = R"(, "control_token": ")" + token + R"(", "testing": true)";
+
+/// Admission mode on the scripted backend (which server.testing lets make it ready).
+const std::string admission = R"({
+  "backend": "scripted",
+  "scripted": {"available": true, "ready_keys": ["cgroup_v2", "resource_limits",
+    "namespace_isolation", "mount_isolation", "network_isolation", "hard_workspace_quota",
+    "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota"]},
+  "local": {"host_root": "box"},
+  "admission": {"required": true, "required_backend": "scripted", "max_sessions": 1,
+    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+    "readiness_cache_sec": 0}})";
+
+const std::string standard = R"({"backend": "scripted", "local": {"host_root": "box"}})";
+
+std::string context(const std::string& ws, int gen = 1) {
+  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
+         + R"(","placement_generation":)" + std::to_string(gen) + "}";
+}
+
+std::string snapshot(const std::string& ws, int rev, bool eligible) {
+  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
+         + R"(","entitlement_revision":)" + std::to_string(rev)
+         + R"(,"status":"active","not_before":1,"expires_at":4000000000,"features":{"managed_sandbox":)"
+         + (eligible ? "true" : "false") + R"(},"limits":{"managed_sandbox_sessions":)"
+         + (eligible ? "1" : "0") + "}}";
+}
+
+net::rpc_client client(const boxd_process& boxd) {
+  net::rpc_client c;
+  c.connect({boxd.url(), token, "instance-a"});
+  return c;
+}
+
+fs::path database(const fs::path& dir) {
+  return dir / "box" / "state" / "admission.sqlite";
+}
+
+/// A fresh data folder, removed at scope end.
+struct data_dir {
+  fs::path path = boxd_process::fresh_dir();
+  ~data_dir() {
+    std::error_code err;
+    fs::remove_all(path, err);
+  }
+};
+
+bool log_has(const fs::path& dir, const std::string& needle) {
+  std::ifstream in{dir / "boxd.log"};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  return text.find(needle) != std::string::npos;
+}
+
+const std::string rolled_back =
+  "EntitlementUnavailableError: Workspace entitlement revision rolled back";
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(state_suite)
+
+// Before, snapshots, revisions and fences lived in memory only: after a restart an
+// older active snapshot re-admitted a revoked workspace.
+BOOST_AUTO_TEST_CASE(revocations_and_fences_survive_a_restart) {
+  data_dir dir;
+  {
+    boxd_process boxd{admission, server, {}, dir.path};
+    auto c = client(boxd);
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-r", 1, true)).code, 0);
+    BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"global","cmd":"echo x"})",
+                               context("ws-r", 3)).code, 0);
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-r", 2, false)).code, 0);
+  }
+  boxd_process boxd{admission, server, {}, dir.path};
+  auto c = client(boxd);
+  // The replayed older snapshot is refused, and the workspace stays revoked.
+  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-r", 1, true)).message,
+                    rolled_back);
+  auto r = c.call("box_exec", R"({"session_id":"global","cmd":"echo y"})", context("ws-r", 3));
+  BOOST_CHECK_EQUAL(r.message,
+                    "EntitlementUnavailableError: Workspace entitlement does not grant "
+                    "managed_sandbox");
+  // The fence kept generation 3.
+  auto stale = c.call("box_status", "{}", context("ws-r", 2));
+  BOOST_CHECK_EQUAL(stale.message, "PermissionError: Stale Box placement generation");
+}
+
+// boxd kills itself right after its 6th commit, before the reply: revisions 1-5 were
+// acknowledged, 6 was committed. After the restart none of them can be undercut.
+BOOST_AUTO_TEST_CASE(an_acknowledged_revision_survives_kill_9) {
+  data_dir dir;
+  int acked = 0;
+  {
+    boxd_process boxd{admission, server, {}, dir.path, {}, {"BOXD_TEST_CRASH_AFTER_COMMITS=6"}};
+    auto c = client(boxd);
+    try {
+      for (int rev = 1; rev <= 10; ++rev) {
+        auto r = c.call("box_put_workspace_entitlement", snapshot("ws-k", rev, true));
+        if (r.code != 0)
+          break;
+        acked = rev;
+      }
+    } catch (const std::exception&) {
+      // the connection went down with boxd
+    }
+    BOOST_CHECK_EQUAL(boxd.wait_killed(), SIGKILL);
+  }
+  BOOST_REQUIRE_EQUAL(acked, 5);
+  boxd_process boxd{admission, server, {}, dir.path};
+  auto c = client(boxd);
+  for (int rev = 1; rev <= acked; ++rev)
+    BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-k", rev, true)).message,
+                      rolled_back);
+  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-k", 6, true)).code, 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_or_unreadable_database_stops_admission_mode) {
+  data_dir dir;
+  fs::create_directories(database(dir.path).parent_path());
+  std::ofstream{database(dir.path)} << "this is not a database, not even close to one";
+  auto [status, log] = boxd_process::run_refused(dir.path, admission, server);
+  BOOST_CHECK_EQUAL(status, 2);
+  BOOST_CHECK_MESSAGE(log.find("refusing to start in admission mode") != std::string::npos, log);
+  BOOST_CHECK_MESSAGE(log.find(database(dir.path).string()) != std::string::npos, log);
+  // Unreadable: not a file at all.
+  fs::remove(database(dir.path));
+  fs::create_directories(database(dir.path));
+  std::tie(status, log) = boxd_process::run_refused(dir.path, admission, server);
+  BOOST_CHECK_EQUAL(status, 2);
+  BOOST_CHECK_MESSAGE(log.find("refusing to start in admission mode") != std::string::npos, log);
+}
+
+// Standard mode: the state guards nothing a restart cannot rebuild, so a corrupt file is
+// kept aside and a new one created.
+BOOST_AUTO_TEST_CASE(a_corrupt_database_is_recreated_in_standard_mode) {
+  data_dir dir;
+  fs::create_directories(database(dir.path).parent_path());
+  std::ofstream{database(dir.path)} << "garbage garbage garbage garbage garbage garbage";
+  boxd_process boxd{standard, server, {}, dir.path};
+  BOOST_CHECK(log_has(dir.path, "moved aside to"));
+  auto c = client(boxd);
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo ok"})", context("ws-s")).code, 0);
+}
+
+// A deleted database must not reopen the replay hole: where tenant state exists boxd
+// starts only with --init-state, and says so.
+BOOST_AUTO_TEST_CASE(a_missing_database_beside_tenant_state_needs_init_state) {
+  data_dir dir;
+  {
+    boxd_process boxd{admission, server, {}, dir.path};
+  }
+  fs::create_directories(dir.path / "box" / "default" / "tenants" / "ws-0123456789abcdef01234567");
+  for (const char* suffix : {"", "-wal", "-shm"})
+    fs::remove(database(dir.path).string() + suffix);
+  auto [status, log] = boxd_process::run_refused(dir.path, admission, server);
+  BOOST_CHECK_EQUAL(status, 2);
+  BOOST_CHECK_MESSAGE(log.find("is missing but the data directory holds tenant state")
+                        != std::string::npos,
+                      log);
+  boxd_process boxd{admission, server, {}, dir.path, {"--init-state"}};
+  BOOST_CHECK(log_has(dir.path, "created empty (--init-state)"));
+  BOOST_CHECK(fs::exists(database(dir.path)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+} // namespace boxrt::test
