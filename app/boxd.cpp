@@ -18,6 +18,7 @@
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
 #include "app/boxd_config.hpp"
+#include "app/entitlements_file.hpp"
 #include "backends/admission_store.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/registry.hpp"
@@ -54,6 +55,46 @@ std::string ensure_default_workspace(const local_config& local) {
 }
 
 } // namespace
+
+/// Applies admission.entitlements_file (the current config's, box_init may change it):
+/// every snapshot through the directory, as a pushed one, each answered (a revoking one
+/// after its sessions stopped) before this returns. A bad file changes nothing.
+void load_entitlements(caf::actor_system& sys, const directory_actor& directory) {
+  caf::scoped_actor self{sys};
+  std::string path;
+  self->request(directory, std::chrono::seconds{30}, health_atom_v)
+    .receive([&](health_info& h) { path = h.settings.config.admission.entitlements_file; },
+             [&](caf::error& err) {
+               spdlog::error("boxd: entitlements file not loaded: {}", caf::to_string(err));
+             });
+  if (path.empty())
+    return;
+  auto snapshots = read_entitlements_file(path);
+  if (!snapshots) {
+    spdlog::error("boxd: {}; nothing was changed", snapshots.error().message);
+    return;
+  }
+  size_t accepted = 0, refused = 0;
+  int64_t revoked = 0;
+  for (auto& snap : snapshots.value()) {
+    auto label = fmt::format("{}/{} revision {}", snap.instance_uuid, snap.workspace_uuid,
+                             snap.entitlement_revision);
+    self->request(directory, std::chrono::seconds{60}, entitle_atom_v, snap)
+      .receive(
+        [&](entitlement_receipt& r) {
+          ++accepted;
+          revoked += r.revoked_sessions;
+        },
+        [&](caf::error& err) {
+          ++refused;
+          spdlog::warn("boxd: entitlements file {}: {} refused: {}", path, label,
+                       from_caf_error(err).to_wire());
+        });
+  }
+  spdlog::info("boxd: entitlements file {} loaded: {} snapshot(s) accepted, {} refused, {} "
+               "session(s) revoked",
+               path, accepted, refused, revoked);
+}
 
 /// Whether the data directories already hold tenant workspaces or skills.
 bool holds_tenant_state(const local_config& local) {
@@ -127,6 +168,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // reloads admission.entitlements_file, never stops boxd
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   caf::actor_system_config sys_cfg;
@@ -167,6 +209,9 @@ int main(int argc, char** argv) {
   dargs.testing = cfg.server.testing;
   auto directory = spawn_directory(sys, std::move(dargs));
 
+  // The entitlements file counts before anything serves.
+  load_entitlements(sys, directory);
+
   int exit_code = 0;
   {
     net::server server{sys, directory, pool, cfg.server, processes};
@@ -182,7 +227,10 @@ int main(int argc, char** argv) {
                                                                : cfg.server.host;
     std::cout << "boxd listening on ws://" << host << ":" << port << std::endl;
     int sig = 0;
-    sigwait(&signals, &sig);
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+      spdlog::info("boxd: SIGHUP received, reloading the entitlements file");
+      load_entitlements(sys, directory);
+    }
     spdlog::info("boxd: signal {} received, shutting down", sig);
     // Sessions first: their in-flight requests are answered ("Box runtime is shutting
     // down") while the sockets are still open; then the sockets close with 1001.

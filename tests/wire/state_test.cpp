@@ -7,6 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <signal.h>
 
@@ -181,6 +182,102 @@ BOOST_AUTO_TEST_CASE(a_missing_database_beside_tenant_state_needs_init_state) {
   boxd_process boxd{admission, server, {}, dir.path, {"--init-state"}};
   BOOST_CHECK(log_has(dir.path, "created empty (--init-state)"));
   BOOST_CHECK(fs::exists(database(dir.path)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- admission.entitlements_file (contract §3) -------------------------------------------
+
+namespace {
+
+/// Admission mode reading its snapshots from `file`.
+std::string admission_with_file(const fs::path& file) {
+  auto box = admission;
+  auto at = box.rfind('}', box.rfind('}') - 1);
+  return box.substr(0, at) + R"(, "entitlements_file": ")" + file.string() + "\"" + box.substr(at);
+}
+
+size_t count_in_log(const fs::path& dir, const std::string& needle) {
+  std::ifstream in{dir / "boxd.log"};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+/// Sends SIGHUP and waits until boxd has logged the reload's outcome.
+void reload(const boxd_process& boxd, const std::string& outcome) {
+  const auto before = count_in_log(boxd.dir(), outcome);
+  ::kill(boxd.pid(), SIGHUP);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  while (count_in_log(boxd.dir(), outcome) == before) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "no reload logged");
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+}
+
+void write_file(const fs::path& file, const std::string& text) {
+  std::ofstream{file} << text;
+}
+
+const std::string exec_global = R"({"session_id":"global","cmd":"echo x"})";
+const std::string not_granted =
+  "EntitlementUnavailableError: Workspace entitlement does not grant managed_sandbox";
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(entitlements_file_suite)
+
+// The key was decoded and nothing read it; SIGHUP ended boxd at once.
+BOOST_AUTO_TEST_CASE(the_file_is_loaded_at_start_and_a_reload_revokes) {
+  data_dir dir;
+  fs::create_directories(dir.path);
+  auto file = dir.path / "entitlements.json";
+  write_file(file, "[" + snapshot("ws-f", 1, true) + "]");
+  boxd_process boxd{admission_with_file(file), server, {}, dir.path};
+  auto c = client(boxd);
+  // Admitted from the file alone.
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, context("ws-f")).code, 0);
+  // A workspace pushed over the wire and missing from the file is left alone.
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-p", 1, true)).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, context("ws-p")).code, 0);
+  // A higher revision that no longer grants revokes before the reload completes.
+  write_file(file, "[" + snapshot("ws-f", 2, false) + "]");
+  reload(boxd, "1 snapshot(s) accepted, 0 refused, 1 session(s) revoked");
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-f")).message, not_granted);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-p")).code, 0);
+  // An older revision in the file is refused and logged; nothing changes.
+  write_file(file, "[" + snapshot("ws-f", 1, true) + "]");
+  reload(boxd, "0 snapshot(s) accepted, 1 refused");
+  BOOST_CHECK(count_in_log(dir.path, "revision rolled back") >= 1);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-f")).message, not_granted);
+  // boxd is still there after three SIGHUPs... and stops cleanly on SIGTERM.
+  BOOST_CHECK_EQUAL(c.call("box_health", "{}").code, 0);
+  BOOST_CHECK_EQUAL(boxd.stop(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_file_changes_nothing_and_says_why) {
+  data_dir dir;
+  fs::create_directories(dir.path);
+  auto file = dir.path / "entitlements.json";
+  write_file(file, "[" + snapshot("ws-b", 1, true) + "]");
+  boxd_process boxd{admission_with_file(file), server, {}, dir.path};
+  auto c = client(boxd);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+  // A revoking snapshot beside a malformed one: neither is applied.
+  write_file(file, "[" + snapshot("ws-b", 2, false) + R"(, {"instance_uuid": 5}])");
+  reload(boxd, "nothing was changed");
+  BOOST_CHECK(count_in_log(dir.path, "snapshot 1: ") >= 1);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+  for (const std::string bad : {std::string{"not json"}, std::string{R"({"a": 1})"}}) {
+    write_file(file, bad);
+    reload(boxd, "nothing was changed");
+    BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+  }
+  fs::remove(file);
+  reload(boxd, "nothing was changed");
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
