@@ -2,6 +2,8 @@
 // named in the error when out of range.
 #include <boost/test/unit_test.hpp>
 
+#include <utility>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -69,6 +71,50 @@ BOOST_AUTO_TEST_CASE(out_of_range_limits_are_refused_by_name) {
   BOOST_REQUIRE(!typed);
   BOOST_CHECK_NE(typed.error().message.find("server.max_inflight must be an integer"),
                  std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(connection_bounds_have_defaults_and_are_read) {
+  auto d = boxrt::default_boxd_config().server;
+  BOOST_CHECK_EQUAL(d.max_outbound_bytes, size_t{64} << 20);
+  BOOST_CHECK_EQUAL(d.max_outbound_frames, 4096u);
+  BOOST_CHECK_EQUAL(d.outbound_stall_ms, 30000u);
+  BOOST_CHECK_EQUAL(d.max_pending_handshakes, 256u);
+  BOOST_CHECK_EQUAL(d.handshake_timeout_ms, 5000u);
+  BOOST_CHECK_EQUAL(d.reserved_fds, 256u);
+  BOOST_CHECK(!d.compression);
+  auto c = load(R"({"max_outbound_bytes": 1048576, "max_outbound_frames": 64,
+    "outbound_stall_ms": 250, "max_pending_handshakes": 8, "handshake_timeout_ms": 100,
+    "reserved_fds": 0, "compression": true})");
+  BOOST_REQUIRE(c);
+  BOOST_CHECK_EQUAL(c->server.max_outbound_bytes, 1048576u);
+  BOOST_CHECK_EQUAL(c->server.max_outbound_frames, 64u);
+  BOOST_CHECK_EQUAL(c->server.outbound_stall_ms, 250u);
+  BOOST_CHECK_EQUAL(c->server.max_pending_handshakes, 8u);
+  BOOST_CHECK_EQUAL(c->server.handshake_timeout_ms, 100u);
+  BOOST_CHECK_EQUAL(c->server.reserved_fds, 0u);
+  BOOST_CHECK(c->server.compression);
+  for (auto [json, message] : {
+         std::pair{R"({"max_outbound_bytes": 100})", "server.max_outbound_bytes must be between"},
+         {R"({"max_outbound_frames": 1})", "server.max_outbound_frames must be between 16"},
+         {R"({"outbound_stall_ms": 10})", "server.outbound_stall_ms must be between 100"},
+         {R"({"max_pending_handshakes": 0})", "server.max_pending_handshakes must be between 1"},
+         {R"({"handshake_timeout_ms": 5})", "server.handshake_timeout_ms must be between 100"},
+         {R"({"reserved_fds": -1})", "server.reserved_fds must be"},
+         {R"({"compression": "yes"})", "server.compression must be a boolean"}}) {
+    BOOST_TEST_CONTEXT(json) {
+      auto bad = load(json);
+      BOOST_REQUIRE(!bad);
+      BOOST_CHECK_NE(bad.error().message.find(message), std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(init_state_is_a_flag) {
+  config_file f{R"({"server": {}})"};
+  auto c = boxrt::load_boxd_config({"--config", f.path.string(), "--init-state"}, no_env);
+  BOOST_REQUIRE(c);
+  BOOST_CHECK(c->init_state);
+  BOOST_CHECK(!boxrt::default_boxd_config().init_state);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
