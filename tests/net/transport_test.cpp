@@ -594,10 +594,13 @@ BOOST_FIXTURE_TEST_CASE(the_outbound_frame_cap_stops_reading_then_closes_with_10
   auto c = connect(slow_reader());
   BOOST_REQUIRE(c.is_open());
   auto ctx = context_json("ws-out");
-  // Fill the kernel's buffers first, then add heartbeats.
+  // Fill the kernel's buffers first: replies that cannot be written stay queued. Then
+  // heartbeats, whose small replies wait behind the large one being written.
   for (int i = 0; i < 8; ++i)
     c.request(i, "box_exec", exec_data("s", bytes_cmd(1 << 20)), ctx);
-  for (int i = 0; i < 2000 && srv->stats().outbound_pauses == 0; ++i)
+  BOOST_REQUIRE(eventually([&] { return srv->stats().unwritten_replies >= 4; }));
+  BOOST_CHECK_EQUAL(srv->stats().outbound_pauses, 0u);
+  for (int i = 0; i < 200; ++i)
     c.request(1000 + i, "__ping");
   BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_pauses >= 1; }));
   BOOST_REQUIRE(eventually([&] { return srv->stats().outbound_stall_closes >= 1; }));
