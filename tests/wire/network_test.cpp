@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <tuple>
 #include <unistd.h>
 
@@ -81,6 +83,7 @@ struct test_network {
 import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('0.0.0.0', 7007)); s.listen(16)
+open(__file__ + '.ready', 'w').close()
 def serve(c):
     data = c.recv(100)
     c.sendall(b'echo:' + data); c.close()
@@ -91,6 +94,7 @@ while True:
     std::ofstream{dir / "dns.py"} << R"(
 import socket, struct
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.203.0.10', 53))
+open(__file__ + '.ready', 'w').close()
 while True:
     q, peer = s.recvfrom(512)
     tid, flags, qd = struct.unpack('!HHH', q[:6])
@@ -107,6 +111,13 @@ while True:
 )";
     BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "echo.py").string() + " >/dev/null 2>&1 &"), 0);
     BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "dns.py").string() + " >/dev/null 2>&1 &"), 0);
+    // Both serve before any sandbox tries them.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    while (!fs::exists(dir / "echo.py.ready") || !fs::exists(dir / "dns.py.ready")) {
+      BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                            "the upstream echo and DNS servers did not start");
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
     host_ns = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     outer_ns = ::open(("/run/netns/" + outer).c_str(), O_RDONLY | O_CLOEXEC);
     BOOST_REQUIRE(host_ns >= 0 && outer_ns >= 0);
@@ -236,8 +247,8 @@ BOOST_AUTO_TEST_CASE(a_network_on_sandbox_reaches_upstream_and_nothing_of_boxds_
   const std::string probe = R"(
 import json, socket
 r = {}
-def tcp(host, port):
-    s = socket.create_connection((host, port), 3)
+def tcp(host, port, wait=3):
+    s = socket.create_connection((host, port), wait)
     s.sendall(b'ping'); data = s.recv(100); s.close()
     return 'ok:' + data.decode()
 def unix_abstract():
@@ -246,9 +257,10 @@ def unix_abstract():
 def run(name, fn):
     try: r[name] = fn()
     except Exception as e: r[name] = 'refused'
-run('echo_by_ip', lambda: tcp('10.203.0.10', 7007))
+# What must work gets longer: the user-mode stack is slow to start on a busy machine.
+run('echo_by_ip', lambda: tcp('10.203.0.10', 7007, 20))
 run('gateway', lambda: tcp('10.203.0.1', 7007))
-run('echo_by_name', lambda: tcp(socket.gethostbyname('echo.boxrt.test'), 7007))
+run('echo_by_name', lambda: tcp(socket.gethostbyname('echo.boxrt.test'), 7007, 20))
 run('loopback_listener', lambda: tcp('127.0.0.1', LOOP))
 run('loopback_via_gateway', lambda: tcp('10.0.2.2', LOOP))
 run('veth_listener', lambda: tcp('10.203.0.2', VETH))
