@@ -265,6 +265,9 @@ box_error persist(self_ptr self) {
   auto& st = self->state;
   if (!st.args.store)
     return {};
+  // Nothing of safety meaning yet (and never stored): no row, no commit.
+  if (st.persisted.empty() && st.admission->evictable())
+    return {};
   auto now = st.admission->durable_state();
   if (now == st.persisted)
     return {};
@@ -324,11 +327,11 @@ box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_fa
                       const box_error& decode_error, bool sandbox) {
   if (auto err = pre_gate(self, ctx, facts, decode_error))
     return err;
-  if (self->state.admission->observe_generation(ctx.placement_generation)) {
+  if (self->state.admission->observe_generation(ctx.placement_generation))
     retire_stale(self);
-    if (auto err = persist(self))
-      return err;
-  }
+  // Also the first generation seen, and a commit that failed before: retried here.
+  if (auto err = persist(self))
+    return err;
   return sandbox ? admission_gate(self, ctx) : box_error{};
 }
 
@@ -338,6 +341,11 @@ box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_fa
 void advance_then(self_ptr self, const action_context& ctx, std::function<void(box_error)> next) {
   auto gen = ctx.placement_generation;
   if (!self->state.admission->observe_generation(gen)) {
+    // The first generation seen sets the fence too; a failed commit is retried here.
+    if (auto err = persist(self)) {
+      next(err);
+      return;
+    }
     next(admission_gate(self, ctx));
     return;
   }
@@ -846,10 +854,17 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
       [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
         if (self->state.state_error)
           return to_caf_error(self->state.state_error);
+        const auto before = *self->state.admission;
         auto outcome = self->state.admission->put_snapshot(snap, wall_now_us() / 1000000);
         if (!outcome)
           return to_caf_error(outcome.error());
         auto saved = persist(self);
+        // A snapshot that admits is not kept unless durable; one that revokes is kept
+        // (it fails closed) and its commit retried by the next request.
+        if (saved && outcome->effect != session_effect::stop_all) {
+          *self->state.admission = before;
+          return to_caf_error(saved);
+        }
         arm_expiry(self);
         auto rp = self->make_response_promise<entitlement_receipt>();
         auto receipt = outcome->receipt;
@@ -866,20 +881,22 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
       [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
         if (self->state.state_error)
           return to_caf_error(self->state.state_error);
+        const auto before = *self->state.admission;
         auto outcome = self->state.admission->upsert_grant(grant, config(self), wall_now_us());
         if (!outcome)
           return to_caf_error(outcome.error());
-        auto saved = persist(self);
+        // A grant that is not durable is not installed: the host is told it failed.
+        if (auto saved = persist(self)) {
+          *self->state.admission = before;
+          return to_caf_error(saved);
+        }
         if (outcome->fence_advanced)
           retire_stale(self);
         arm_expiry(self);
         auto rp = self->make_response_promise<grant_receipt>();
         auto receipt = outcome->receipt;
-        apply_effect(self, outcome->effect, [self, rp, receipt, saved](int64_t) mutable {
-          if (saved)
-            rp.deliver(to_caf_error(saved));
-          else
-            rp.deliver(receipt);
+        apply_effect(self, outcome->effect, [self, rp, receipt](int64_t) mutable {
+          rp.deliver(receipt);
           report_idle(self);
         });
         return rp;

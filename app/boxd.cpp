@@ -77,6 +77,14 @@ void load_entitlements(caf::actor_system& sys, const directory_actor& directory)
   size_t accepted = 0, refused = 0;
   int64_t revoked = 0;
   for (auto& snap : snapshots.value()) {
+    // A stop request waits for nothing: the rest of the file is left for the next start.
+    sigset_t pending;
+    if (sigpending(&pending) == 0
+        && (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
+      spdlog::warn("boxd: entitlements file {}: stopping; {} snapshot(s) not applied", path,
+                   snapshots.value().size() - accepted - refused);
+      return;
+    }
     auto label = fmt::format("{}/{} revision {}", snap.instance_uuid, snap.workspace_uuid,
                              snap.entitlement_revision);
     self->request(directory, std::chrono::seconds{60}, entitle_atom_v, snap)

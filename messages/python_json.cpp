@@ -667,6 +667,14 @@ std::optional<std::string_view> stand_in(const element& e) {
   std::string_view value;
   if (field.key != stand_in_key || field.value.get_string().get(value) != simdjson::SUCCESS)
     return std::nullopt;
+  // A client can write such an object itself: only a number's text is a stand-in, so
+  // what is echoed raw is always a number.
+  if (value == "nan" || value == "inf" || value == "-inf")
+    return value;
+  auto digits = value.substr(!value.empty() && value[0] == '-' ? 1 : 0);
+  if (digits.empty() || digits.size() > 4300
+      || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
   return value;
 }
 

@@ -168,7 +168,7 @@ void handle_frame(connection_ptr self, const std::string& text) {
     ignore(self, req.why);
   else
     handle_request(self, req);
-  if (text.size() > parser_keep_bytes)
+  if (text.size() > parser_keep_bytes || st.parser.capacity() > 4 * parser_keep_bytes)
     st.parser = dom::parser{};
   if (st.args.out)
     st.args.out->consumed(text.size());

@@ -81,6 +81,16 @@ constexpr size_t buffer_keep_bytes = size_t{1} << 20;
 /// A connection whose outbound queue once held more than this trims the heap at its end.
 constexpr size_t trim_after_bytes = size_t{1} << 20;
 
+/// malloc_trim holds the allocator's locks while it runs: at most once a second.
+bool trim_due() {
+  static std::atomic<int64_t> last_ms{0};
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
+  auto prev = last_ms.load();
+  return now - prev >= 1000 && last_ms.compare_exchange_strong(prev, now);
+}
+
 /// The close reason of a connection whose client stopped reading (README §4.13).
 constexpr const char* outbound_full_reason = "outbound queue full";
 /// simdjson parses in place when a string has this much spare capacity.
@@ -322,6 +332,10 @@ class session_base : public std::enable_shared_from_this<session_base> {
   virtual void force_close() = 0;
 };
 
+namespace {
+class http_session;
+} // namespace
+
 /// Everything the sessions share: server::impl is private to the class, this is not.
 struct server_core {
   server_core(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
@@ -384,6 +398,7 @@ struct server_core {
 
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
+  void close_oldest_pending();
   /// A warning about accepting, at most one per accept_log_interval (the rest counted).
   template <class... Args>
   void accept_warning(fmt::format_string<Args...> text, Args&&... args);
@@ -402,6 +417,9 @@ struct server_core {
   std::atomic<size_t> ws_count{0};
   /// Connections accepted and not upgraded (or closed) yet: HTTP sessions alive.
   std::atomic<size_t> pending_handshakes{0};
+  /// HTTP sessions in accept order (expired ones are skipped and pruned).
+  std::mutex pending_mtx;
+  std::deque<std::weak_ptr<http_session>> pending_order;
   std::atomic<uint64_t> refused_accepts{0};
   /// RLIMIT_NOFILE's soft limit when the server started (0 = unknown).
   size_t fd_limit = 0;
@@ -653,7 +671,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     const bool large = peak_bytes_ > trim_after_bytes;
     std::deque<queued>{}.swap(queue_);
     buffer_ = {};
-    if (large)
+    if (large && trim_due())
       ::malloc_trim(0);
   }
 
@@ -1312,8 +1330,22 @@ class http_session final : public session_base {
  public:
   http_session(server_core& srv, tcp::socket&& socket)
     : srv_(srv), peer_(peer_of(socket)), stream_(std::move(socket)),
-      timer_(stream_.get_executor()) {
+      executor_(stream_.get_executor()), timer_(stream_.get_executor()) {
     srv_.pending_handshakes += 1;
+  }
+
+  /// Closes the connection unless it has upgraded meanwhile (on its own strand: the
+  /// upgrade moves the stream away there).
+  void evict() {
+    asio::post(executor_, [s = self()] {
+      if (s->handed_off_)
+        return;
+      spdlog::debug("net: {}: closed: the oldest connection without a finished handshake",
+                    s->peer_);
+      s->waiting_ = false;
+      s->timer_.cancel();
+      s->stream_.close();
+    });
   }
 
   ~http_session() override {
@@ -1460,6 +1492,7 @@ class http_session final : public session_base {
       unauthorized();
       return;
     }
+    handed_off_ = true;
     std::make_shared<ws_session>(srv_, std::move(stream_), std::move(req), peer_,
                                  std::move(instance))
       ->run();
@@ -1599,6 +1632,7 @@ class http_session final : public session_base {
                                       srv_.opts.max_connections)));
       return;
     }
+    handed_off_ = true;
     std::make_shared<relay_session>(srv_, std::move(stream_), std::move(req), peer_,
                                     std::move(pending.label), std::move(entry))
       ->run();
@@ -1680,6 +1714,8 @@ class http_session final : public session_base {
   }
 
   void write(http::response<http::string_body> res) {
+    // The answer may follow a wait (health, relay verdict): it gets its own deadline.
+    stream_.expires_after(std::chrono::milliseconds{srv_.opts.handshake_timeout_ms});
     auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
     http::async_write(stream_, *sp, [s = self(), sp](beast::error_code ec, size_t) {
       if (ec) {
@@ -1701,6 +1737,10 @@ class http_session final : public session_base {
   server_core& srv_;
   std::string peer_;
   beast::tcp_stream stream_;
+  /// The strand, kept: the stream's own is gone once the stream is handed off.
+  beast::tcp_stream::executor_type executor_;
+  /// The stream went to a WebSocket or relay session.
+  bool handed_off_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::steady_timer timer_;
@@ -1757,6 +1797,18 @@ void server_core::accept_warning(fmt::format_string<Args...> text, Args&&... arg
   accept_logs_suppressed = 0;
 }
 
+void server_core::close_oldest_pending() {
+  std::lock_guard lock{pending_mtx};
+  while (!pending_order.empty()) {
+    auto oldest = pending_order.front().lock();
+    pending_order.pop_front();
+    if (oldest) {
+      oldest->evict();
+      return;
+    }
+  }
+}
+
 void server_core::on_accept(beast::error_code ec, tcp::socket socket) {
   if (stopping || !acceptor->is_open())
     return;
@@ -1783,15 +1835,24 @@ void server_core::on_accept(beast::error_code ec, tcp::socket socket) {
                    fd, fd_limit, opts.reserved_fds);
     beast::error_code ignored;
     socket.close(ignored);
-  } else if (pending_handshakes.load() >= opts.max_pending_handshakes) {
-    refused_accepts += 1;
-    accept_warning("connection refused: {} connections have not finished their handshake "
-                   "(server.max_pending_handshakes)",
-                   pending_handshakes.load());
-    beast::error_code ignored;
-    socket.close(ignored);
   } else {
-    std::make_shared<http_session>(*this, std::move(socket))->run();
+    if (pending_handshakes.load() >= opts.max_pending_handshakes) {
+      // The oldest pending connection goes, not the new one: a flood of idle sockets
+      // then cannot lock out a client that finishes its handshake in time.
+      refused_accepts += 1;
+      accept_warning("closed the oldest of {} connections that have not finished their "
+                     "handshake (server.max_pending_handshakes)",
+                     pending_handshakes.load());
+      close_oldest_pending();
+    }
+    auto session = std::make_shared<http_session>(*this, std::move(socket));
+    {
+      std::lock_guard lock{pending_mtx};
+      if (pending_order.size() > 2 * opts.max_pending_handshakes + 64)
+        std::erase_if(pending_order, [](const auto& w) { return w.expired(); });
+      pending_order.push_back(session);
+    }
+    session->run();
   }
   do_accept();
 }

@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(numbers_strict_json_cannot_carry_become_stand_ins) {
 }
 
 BOOST_AUTO_TEST_CASE(what_pythons_json_refuses_is_refused) {
-  for (const std::string text : {
+  for (const std::string& text : {
          std::string{"[1,]"}, std::string{"{\"a\":1,}"}, std::string{"nan"}, std::string{"[NaNx]"},
          std::string{"\"a\tb\""}, std::string{"\xEF\xBB\xBF{}"}, std::string{"{} x"},
          std::string{"[01]"}, std::string(4301, '7'), std::string(1100, '[') + std::string(1100, ']'),

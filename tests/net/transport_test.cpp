@@ -477,6 +477,13 @@ BOOST_FIXTURE_TEST_CASE(malformed_requests_get_validation_errors, net_fixture) {
       BOOST_CHECK_EQUAL(r.seq_id, echo);
     }
   }
+  // An object shaped like the rewrite's stand-in for a number is still an object: it
+  // is never echoed raw into the reply.
+  c.send(R"({"seq_id":{"\u0000":"1,\"x\":\""},"action":"__ping","data":{}})");
+  auto forged = c.read_reply();
+  BOOST_CHECK_EQUAL(forged.code, 1);
+  BOOST_CHECK(forged.message.find("[type=int_type,") != std::string::npos);
+  BOOST_CHECK(forged.raw.find(R"("x":"")") == std::string::npos);
   // Duplicate keys: the last one counts, as in Python's json.
   c.send(R"({"seq_id":1,"action":"box_nope","data":{},"action":"__ping","seq_id":9})");
   auto dup = c.read_reply();

@@ -107,6 +107,25 @@ BOOST_AUTO_TEST_CASE(revocations_and_fences_survive_a_restart) {
   BOOST_CHECK_EQUAL(stale.message, "PermissionError: Stale Box placement generation");
 }
 
+// The first generation a workspace sees sets its fence, in standard mode too.
+BOOST_AUTO_TEST_CASE(a_first_fence_survives_a_restart_in_standard_mode) {
+  data_dir dir;
+  {
+    boxd_process boxd{standard, server, {}, dir.path};
+    auto c = client(boxd);
+    BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo x"})",
+                               context("ws-g", 7)).code, 0);
+  }
+  boxd_process boxd{standard, server, {}, dir.path};
+  auto c = client(boxd);
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo y"})", context("ws-g", 5))
+                      .message,
+                    "PermissionError: Stale Box placement generation");
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo z"})", context("ws-g", 7))
+                      .code,
+                    0);
+}
+
 // boxd kills itself right after its 6th commit, before the reply: revisions 1-5 were
 // acknowledged, 6 was committed. After the restart none of them can be undercut.
 BOOST_AUTO_TEST_CASE(an_acknowledged_revision_survives_kill_9) {
@@ -270,7 +289,7 @@ BOOST_AUTO_TEST_CASE(a_bad_file_changes_nothing_and_says_why) {
   reload(boxd, "nothing was changed");
   BOOST_CHECK(count_in_log(dir.path, "snapshot 1: ") >= 1);
   BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
-  for (const std::string bad : {std::string{"not json"}, std::string{R"({"a": 1})"}}) {
+  for (const std::string& bad : {std::string{"not json"}, std::string{R"({"a": 1})"}}) {
     write_file(file, bad);
     reload(boxd, "nothing was changed");
     BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
