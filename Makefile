@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CONFIG ?=
 
-.PHONY: all bootstrap configure build run test bench clean
+.PHONY: all bootstrap configure build run test bench clean test-asan
 
 all: build
 
@@ -29,6 +29,14 @@ test: build
 
 bench: build
 	scripts/run-benchmarks $(BUILD)
+
+# The C++ suites and the wire suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+# in their own build folder (not part of `make test`).
+ASAN_BUILD ?= build-asan
+test-asan: bootstrap
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DBOXRT_SANITIZE=address,undefined
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	scripts/run-sanitized $(ASAN_BUILD)
 
 clean:
 	rm -rf $(BUILD)
