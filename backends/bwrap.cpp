@@ -723,7 +723,8 @@ struct bwrap_backend::impl {
   std::unique_ptr<cgroup_tree> cgroups;
   std::string cgroup_reason;
   std::unique_ptr<loop_quota> quota;
-  std::unique_ptr<uid_allocator> uids;
+  /// Shared with the sessions: one may outlive the backend (its release still counts).
+  std::shared_ptr<uid_allocator> uids;
   std::string seccomp;
   /// boxrt-init, read once: each sandbox gets a copy on its own root (bwrap --file), so
   /// the build folder's path never shows inside.
@@ -812,7 +813,7 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
   fs::create_directories(stage_root_, err);
   ::chmod(stage_root_.c_str(), 0755);
   impl_->quota = std::make_unique<loop_quota>(opts_.state_dir + "/images", opts_.state_dir + "/mounts");
-  impl_->uids = std::make_unique<uid_allocator>(opts_.uid_first, opts_.uid_last);
+  impl_->uids = std::make_shared<uid_allocator>(opts_.uid_first, opts_.uid_last);
   for (auto& dir : opts_.workspace_roots)
     impl_->uids->scan(dir);
 }
@@ -987,8 +988,7 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
     if (!uid)
       return uid.error();
     s.uid = s.gid = *uid;
-    auto* uids = impl_->uids.get();
-    s.release_uid = [uids, key = s.id_] { uids->release(key); };
+    s.release_uid = [uids = impl_->uids, key = s.id_] { uids->release(key); };
   }
   // Hard quotas: the workspace's image mounted at its own path, or a private image for
   // a session without a host path; the workspace's skill storage has one of its own.
