@@ -53,6 +53,28 @@ struct stats {
   size_t errors = 0;
 };
 
+/// Connects and upgrades with the token and instance headers; throws naming the failure.
+void open_ws(websocket::stream<tcp::socket>& ws, const tcp::resolver::results_type& endpoints,
+             const std::string& host, const std::string& path, const options& opts,
+             bool deflate) {
+  beast::error_code ec;
+  asio::connect(ws.next_layer(), endpoints, ec);
+  if (ec)
+    throw std::runtime_error("connect: " + ec.message());
+  websocket::permessage_deflate pmd;
+  pmd.client_enable = deflate;
+  ws.set_option(pmd);
+  ws.set_option(websocket::stream_base::decorator([&opts](websocket::request_type& req) {
+    if (!opts.token.empty())
+      req.set("X-LangBot-Box-Control-Token", opts.token);
+    req.set("X-LangBot-Instance-Id", opts.instance);
+  }));
+  ws.handshake(host, path, ec);
+  if (ec)
+    throw std::runtime_error("handshake: " + ec.message());
+  ws.text(true);
+}
+
 class bench_conn : public std::enable_shared_from_this<bench_conn> {
  public:
   bench_conn(asio::io_context& io, const options& opts, size_t index, stats& st,
@@ -62,19 +84,7 @@ class bench_conn : public std::enable_shared_from_this<bench_conn> {
 
   void start(const tcp::resolver::results_type& endpoints, const std::string& host,
              const std::string& path) {
-    beast::error_code ec;
-    asio::connect(ws_.next_layer(), endpoints, ec);
-    if (ec)
-      throw std::runtime_error("connect: " + ec.message());
-    ws_.set_option(websocket::stream_base::decorator([this](websocket::request_type& req) {
-      if (!opts_.token.empty())
-        req.set("X-LangBot-Box-Control-Token", opts_.token);
-      req.set("X-LangBot-Instance-Id", opts_.instance);
-    }));
-    ws_.handshake(host, path, ec);
-    if (ec)
-      throw std::runtime_error("handshake: " + ec.message());
-    ws_.text(true);
+    open_ws(ws_, endpoints, host, path, opts_, false);
     std::string ctx = "{\"instance_uuid\":" + boxrt::json::quote(opts_.instance)
                       + ",\"workspace_uuid\":" + boxrt::json::quote(opts_.workspace) + ",\"placement_generation\":1}";
     if (opts_.action == "exec")
@@ -137,23 +147,9 @@ class shared_conn : public std::enable_shared_from_this<shared_conn> {
 
   void start(const tcp::resolver::results_type& endpoints, const std::string& host,
              const std::string& path) {
-    beast::error_code ec;
-    asio::connect(ws_.next_layer(), endpoints, ec);
-    if (ec)
-      throw std::runtime_error("connect: " + ec.message());
-    websocket::permessage_deflate pmd;
-    pmd.client_enable = !std::getenv("BOXBENCH_NO_DEFLATE");  // Python's websockets offers it
-    ws_.set_option(pmd);
+    // Python's websockets offers permessage-deflate, as LangBot's client does.
+    open_ws(ws_, endpoints, host, path, opts_, !std::getenv("BOXBENCH_NO_DEFLATE"));
     ws_.read_message_max(size_t{64} << 20);
-    ws_.set_option(websocket::stream_base::decorator([this](websocket::request_type& req) {
-      if (!opts_.token.empty())
-        req.set("X-LangBot-Box-Control-Token", opts_.token);
-      req.set("X-LangBot-Instance-Id", opts_.instance);
-    }));
-    ws_.handshake(host, path, ec);
-    if (ec)
-      throw std::runtime_error("handshake: " + ec.message());
-    ws_.text(true);
     read();
   }
 

@@ -86,12 +86,8 @@ class rewriter {
 
   std::optional<rewritten> run() {
     skip_ws();
-    if (peek() == '{') {
-      if (!top_object())
-        return std::nullopt;
-    } else if (!value(0)) {
+    if (!value(0))
       return std::nullopt;
-    }
     skip_ws();
     if (pos_ != in_.size())
       return std::nullopt;
@@ -123,60 +119,14 @@ class rewriter {
     return true;
   }
 
-  /// The root object: its members are recorded as they are rewritten.
-  bool top_object() {
-    ++pos_;
-    out_ += '{';
-    skip_ws();
-    if (peek() == '}') {
-      ++pos_;
-      out_ += '}';
-      return true;
-    }
-    for (;;) {
-      skip_ws();
-      if (!string_token(nullptr))
-        return false;
-      skip_ws();
-      if (peek() != ':')
-        return false;
-      ++pos_;
-      out_ += ':';
-      skip_ws();
-      member m;
-      const size_t start = pos_;
-      bool lone = false;
-      if (peek() == '"') {
-        if (!string_token(&lone))
-          return false;
-      } else if (!value(1)) {
-        return false;
-      }
-      m.raw = in_.substr(start, pos_ - start);
-      m.lone_surrogate = lone;
-      members_.push_back(m);
-      skip_ws();
-      if (peek() == ',') {
-        ++pos_;
-        out_ += ',';
-        continue;
-      }
-      if (peek() == '}') {
-        ++pos_;
-        out_ += '}';
-        return true;
-      }
-      return false;
-    }
-  }
-
-  bool value(int depth) {
+  /// One value; `lone` (when given) tells whether a string held an unpaired surrogate.
+  bool value(int depth, bool* lone = nullptr) {
     if (depth > max_depth)
       return false;
     switch (peek()) {
       case '{': return container(depth, '{', '}', true);
       case '[': return container(depth, '[', ']', false);
-      case '"': return string_token(nullptr);
+      case '"': return string_token(lone);
       case 't':
         if (!literal("true"))
           return false;
@@ -227,8 +177,14 @@ class rewriter {
         out_ += ':';
         skip_ws();
       }
-      if (!value(depth + 1))
+      // The root object's members are recorded as they are rewritten.
+      const bool record = keyed && depth == 0;
+      const size_t start = pos_;
+      bool lone = false;
+      if (!value(depth + 1, record ? &lone : nullptr))
         return false;
+      if (record)
+        members_.push_back(member{in_.substr(start, pos_ - start), lone});
       skip_ws();
       if (peek() == ',') {
         ++pos_;

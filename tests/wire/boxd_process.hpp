@@ -58,12 +58,7 @@ class boxd_process {
       args.insert(args.end(), args_extra.begin(), args_extra.end());
       for (const auto& e : env)
         ::putenv(const_cast<char*>(e.c_str()));
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      ::_exit(127);
+      exec(args);
     }
     ::close(out[1]);
     stdout_ = ::fdopen(out[0], "r");
@@ -84,6 +79,16 @@ class boxd_process {
     std::error_code err;
     if (owns_dir_)
       std::filesystem::remove_all(dir_, err);
+  }
+
+  /// In a forked child: runs `args` (searched on PATH), or exits 127.
+  [[noreturn]] static void exec(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
   }
 
   /// A fresh data folder for a boxd (the caller removes it).
@@ -119,12 +124,7 @@ class boxd_process {
       ::chdir(dir.c_str());
       std::vector<std::string> args{boxd_path(), "--config", config};
       args.insert(args.end(), args_extra.begin(), args_extra.end());
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
+      exec(args);
     }
     int st = 0;
     int status = -1;

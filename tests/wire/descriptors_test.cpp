@@ -17,11 +17,12 @@
 #include "tests/net/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 #include "tests/wire/process_probe.hpp"
+#include "tests/wire/wire_common.hpp"
 
 namespace boxrt::test {
 namespace {
 
-const std::string token = "wire-test-token-0123456789abcdef0123456789";
+using wire::token;
 
 bool can_sandbox() {
   return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;

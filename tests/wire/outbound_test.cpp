@@ -11,11 +11,12 @@
 #include "tests/net/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 #include "tests/wire/process_probe.hpp"
+#include "tests/wire/wire_common.hpp"
 
 namespace boxrt::test {
 namespace {
 
-const std::string token = "wire-test-token-0123456789abcdef0123456789";
+using wire::token;
 
 } // namespace
 

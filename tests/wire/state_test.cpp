@@ -13,47 +13,22 @@
 
 #include "net/client.hpp"
 #include "tests/wire/boxd_process.hpp"
+#include "tests/wire/process_probe.hpp"
+#include "tests/wire/wire_common.hpp"
 
 namespace boxrt::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string token = "wire-test-token-0123456789abcdef0123456789";
-const std::string server = R"(, "control_token": ")" + token + R"(", "testing": true)";
+const std::string server = R"(, "control_token": ")" + wire::token + R"(", "testing": true)";
 
-/// Admission mode on the scripted backend (which server.testing lets make it ready).
-const std::string admission = R"({
-  "backend": "scripted",
-  "scripted": {"available": true, "ready_keys": ["cgroup_v2", "resource_limits",
-    "namespace_isolation", "mount_isolation", "network_isolation", "hard_workspace_quota",
-    "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota"]},
-  "local": {"host_root": "box"},
-  "admission": {"required": true, "required_backend": "scripted", "max_sessions": 1,
-    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-    "readiness_cache_sec": 0}})";
+const std::string& admission = wire::admission_box;
 
-const std::string standard = R"({"backend": "scripted", "local": {"host_root": "box"}})";
+const std::string& standard = wire::standard_box;
 
-std::string context(const std::string& ws, int gen = 1) {
-  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
-         + R"(","placement_generation":)" + std::to_string(gen) + "}";
-}
 
-std::string snapshot(const std::string& ws, int rev, bool eligible) {
-  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
-         + R"(","entitlement_revision":)" + std::to_string(rev)
-         + R"(,"status":"active","not_before":1,"expires_at":4000000000,"features":{"managed_sandbox":)"
-         + (eligible ? "true" : "false") + R"(},"limits":{"managed_sandbox_sessions":)"
-         + (eligible ? "1" : "0") + "}}";
-}
 
-net::rpc_client client(const boxd_process& boxd) {
-  net::rpc_client c;
-  c.connect({boxd.url(), token, "instance-a"});
-  return c;
-}
 
 fs::path database(const fs::path& dir) {
   return dir / "box" / "state" / "admission.sqlite";
@@ -87,23 +62,23 @@ BOOST_AUTO_TEST_CASE(revocations_and_fences_survive_a_restart) {
   data_dir dir;
   {
     boxd_process boxd{admission, server, {}, dir.path};
-    auto c = client(boxd);
-    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-r", 1, true)).code, 0);
+    auto c = wire::connect(boxd);
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-r", 1, true)).code, 0);
     BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"global","cmd":"echo x"})",
-                               context("ws-r", 3)).code, 0);
-    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-r", 2, false)).code, 0);
+                               wire::ctx("ws-r", 3)).code, 0);
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-r", 2, false)).code, 0);
   }
   boxd_process boxd{admission, server, {}, dir.path};
-  auto c = client(boxd);
+  auto c = wire::connect(boxd);
   // The replayed older snapshot is refused, and the workspace stays revoked.
-  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-r", 1, true)).message,
+  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-r", 1, true)).message,
                     rolled_back);
-  auto r = c.call("box_exec", R"({"session_id":"global","cmd":"echo y"})", context("ws-r", 3));
+  auto r = c.call("box_exec", R"({"session_id":"global","cmd":"echo y"})", wire::ctx("ws-r", 3));
   BOOST_CHECK_EQUAL(r.message,
                     "EntitlementUnavailableError: Workspace entitlement does not grant "
                     "managed_sandbox");
   // The fence kept generation 3.
-  auto stale = c.call("box_status", "{}", context("ws-r", 2));
+  auto stale = c.call("box_status", "{}", wire::ctx("ws-r", 2));
   BOOST_CHECK_EQUAL(stale.message, "PermissionError: Stale Box placement generation");
 }
 
@@ -112,16 +87,16 @@ BOOST_AUTO_TEST_CASE(a_first_fence_survives_a_restart_in_standard_mode) {
   data_dir dir;
   {
     boxd_process boxd{standard, server, {}, dir.path};
-    auto c = client(boxd);
+    auto c = wire::connect(boxd);
     BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo x"})",
-                               context("ws-g", 7)).code, 0);
+                               wire::ctx("ws-g", 7)).code, 0);
   }
   boxd_process boxd{standard, server, {}, dir.path};
-  auto c = client(boxd);
-  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo y"})", context("ws-g", 5))
+  auto c = wire::connect(boxd);
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo y"})", wire::ctx("ws-g", 5))
                       .message,
                     "PermissionError: Stale Box placement generation");
-  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo z"})", context("ws-g", 7))
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo z"})", wire::ctx("ws-g", 7))
                       .code,
                     0);
 }
@@ -133,10 +108,10 @@ BOOST_AUTO_TEST_CASE(an_acknowledged_revision_survives_kill_9) {
   int acked = 0;
   {
     boxd_process boxd{admission, server, {}, dir.path, {}, {"BOXD_TEST_CRASH_AFTER_COMMITS=6"}};
-    auto c = client(boxd);
+    auto c = wire::connect(boxd);
     try {
       for (int rev = 1; rev <= 10; ++rev) {
-        auto r = c.call("box_put_workspace_entitlement", snapshot("ws-k", rev, true));
+        auto r = c.call("box_put_workspace_entitlement", wire::snapshot("ws-k", rev, true));
         if (r.code != 0)
           break;
         acked = rev;
@@ -148,11 +123,11 @@ BOOST_AUTO_TEST_CASE(an_acknowledged_revision_survives_kill_9) {
   }
   BOOST_REQUIRE_EQUAL(acked, 5);
   boxd_process boxd{admission, server, {}, dir.path};
-  auto c = client(boxd);
+  auto c = wire::connect(boxd);
   for (int rev = 1; rev <= acked; ++rev)
-    BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-k", rev, true)).message,
+    BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-k", rev, true)).message,
                       rolled_back);
-  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-k", 6, true)).code, 0);
+  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-k", 6, true)).code, 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_corrupt_or_unreadable_database_stops_admission_mode) {
@@ -179,8 +154,8 @@ BOOST_AUTO_TEST_CASE(a_corrupt_database_is_recreated_in_standard_mode) {
   std::ofstream{database(dir.path)} << "garbage garbage garbage garbage garbage garbage";
   boxd_process boxd{standard, server, {}, dir.path};
   BOOST_CHECK(log_has(dir.path, "moved aside to"));
-  auto c = client(boxd);
-  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo ok"})", context("ws-s")).code, 0);
+  auto c = wire::connect(boxd);
+  BOOST_CHECK_EQUAL(c.call("box_exec", R"({"session_id":"s","cmd":"echo ok"})", wire::ctx("ws-s")).code, 0);
 }
 
 // A deleted database must not reopen the replay hole: where tenant state exists boxd
@@ -229,11 +204,8 @@ size_t count_in_log(const fs::path& dir, const std::string& needle) {
 void reload(const boxd_process& boxd, const std::string& outcome) {
   const auto before = count_in_log(boxd.dir(), outcome);
   ::kill(boxd.pid(), SIGHUP);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
-  while (count_in_log(boxd.dir(), outcome) == before) {
-    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "no reload logged");
-    std::this_thread::sleep_for(std::chrono::milliseconds{20});
-  }
+  BOOST_REQUIRE_MESSAGE(eventually([&] { return count_in_log(boxd.dir(), outcome) > before; }),
+                        "no reload logged");
 }
 
 void write_file(const fs::path& file, const std::string& text) {
@@ -253,24 +225,24 @@ BOOST_AUTO_TEST_CASE(the_file_is_loaded_at_start_and_a_reload_revokes) {
   data_dir dir;
   fs::create_directories(dir.path);
   auto file = dir.path / "entitlements.json";
-  write_file(file, "[" + snapshot("ws-f", 1, true) + "]");
+  write_file(file, "[" + wire::snapshot("ws-f", 1, true) + "]");
   boxd_process boxd{admission_with_file(file), server, {}, dir.path};
-  auto c = client(boxd);
+  auto c = wire::connect(boxd);
   // Admitted from the file alone.
-  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, context("ws-f")).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-f")).code, 0);
   // A workspace pushed over the wire and missing from the file is left alone.
-  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-p", 1, true)).code, 0);
-  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, context("ws-p")).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-p", 1, true)).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-p")).code, 0);
   // A higher revision that no longer grants revokes before the reload completes.
-  write_file(file, "[" + snapshot("ws-f", 2, false) + "]");
+  write_file(file, "[" + wire::snapshot("ws-f", 2, false) + "]");
   reload(boxd, "1 snapshot(s) accepted, 0 refused, 1 session(s) revoked");
-  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-f")).message, not_granted);
-  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-p")).code, 0);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-f")).message, not_granted);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-p")).code, 0);
   // An older revision in the file is refused and logged; nothing changes.
-  write_file(file, "[" + snapshot("ws-f", 1, true) + "]");
+  write_file(file, "[" + wire::snapshot("ws-f", 1, true) + "]");
   reload(boxd, "0 snapshot(s) accepted, 1 refused");
   BOOST_CHECK(count_in_log(dir.path, "revision rolled back") >= 1);
-  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-f")).message, not_granted);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-f")).message, not_granted);
   // boxd is still there after three SIGHUPs... and stops cleanly on SIGTERM.
   BOOST_CHECK_EQUAL(c.call("box_health", "{}").code, 0);
   BOOST_CHECK_EQUAL(boxd.stop(), 0);
@@ -280,23 +252,23 @@ BOOST_AUTO_TEST_CASE(a_bad_file_changes_nothing_and_says_why) {
   data_dir dir;
   fs::create_directories(dir.path);
   auto file = dir.path / "entitlements.json";
-  write_file(file, "[" + snapshot("ws-b", 1, true) + "]");
+  write_file(file, "[" + wire::snapshot("ws-b", 1, true) + "]");
   boxd_process boxd{admission_with_file(file), server, {}, dir.path};
-  auto c = client(boxd);
-  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+  auto c = wire::connect(boxd);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-b")).code, 0);
   // A revoking snapshot beside a malformed one: neither is applied.
-  write_file(file, "[" + snapshot("ws-b", 2, false) + R"(, {"instance_uuid": 5}])");
+  write_file(file, "[" + wire::snapshot("ws-b", 2, false) + R"(, {"instance_uuid": 5}])");
   reload(boxd, "nothing was changed");
   BOOST_CHECK(count_in_log(dir.path, "snapshot 1: ") >= 1);
-  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-b")).code, 0);
   for (const std::string& bad : {std::string{"not json"}, std::string{R"({"a": 1})"}}) {
     write_file(file, bad);
     reload(boxd, "nothing was changed");
-    BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+    BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-b")).code, 0);
   }
   fs::remove(file);
   reload(boxd, "nothing was changed");
-  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, context("ws-b")).code, 0);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec_global, wire::ctx("ws-b")).code, 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,13 +9,15 @@
 #include "messages/json.hpp"
 #include "net/client.hpp"
 #include "tests/wire/boxd_process.hpp"
+#include "tests/wire/wire_common.hpp"
 
 using namespace boxrt;
 using namespace boxrt::test;
 
 namespace {
 
-const std::string token = "wire-test-token-0123456789abcdef0123456789";
+using namespace wire;
+
 
 const std::string token_config = R"(, "control_token": ")" + token + "\"";
 
@@ -24,16 +26,6 @@ std::string server_for(const std::string& backend) {
   return token_config + (backend == "scripted" ? R"(, "testing": true)" : "");
 }
 
-const std::string admission_box = R"({
-  "backend": "scripted",
-  "scripted": {"available": true, "ready_keys": ["cgroup_v2", "resource_limits",
-    "namespace_isolation", "mount_isolation", "network_isolation", "hard_workspace_quota",
-    "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota"]},
-  "local": {"host_root": "box"},
-  "admission": {"required": true, "required_backend": "scripted", "max_sessions": 1,
-    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-    "readiness_cache_sec": 0}})";
 
 /// The same admission policy on real bubblewrap sandboxes (limits, quota image).
 const std::string admission_bwrap_box = R"({
@@ -53,26 +45,9 @@ boost::test_tools::assertion_result sandbox_precondition(boost::unit_test::test_
   return {sandbox_capable()};
 }
 
-const std::string standard_box = R"({"backend": "scripted", "local": {"host_root": "box"}})";
 
-std::string ctx(const std::string& ws, int gen = 1) {
-  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
-         + R"(","placement_generation":)" + std::to_string(gen) + "}";
-}
 
-net::rpc_client connect(const boxd_process& boxd, const std::string& instance = "instance-a") {
-  net::rpc_client c;
-  c.connect({boxd.url(), token, instance});
-  return c;
-}
 
-std::string snapshot(const std::string& ws, int rev, bool eligible) {
-  return R"({"instance_uuid":"instance-a","workspace_uuid":")" + ws
-         + R"(","entitlement_revision":)" + std::to_string(rev)
-         + R"(,"status":"active","not_before":1,"expires_at":4000000000,"features":{"managed_sandbox":)"
-         + (eligible ? "true" : "false") + R"(},"limits":{"managed_sandbox_sessions":)"
-         + (eligible ? "1" : "0") + "}}";
-}
 
 simdjson::dom::element parse(simdjson::dom::parser& p, const std::string& text) {
   simdjson::dom::element e;
