@@ -56,4 +56,15 @@ std::string sanitize_utf8(std::string_view text);
 /// for the characters that occur in practice (ASCII whitespace).
 std::string_view strip(std::string_view text) noexcept;
 
+/// The value of one hex digit (either case), or -1.
+constexpr int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
 } // namespace boxrt::json

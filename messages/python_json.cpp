@@ -39,21 +39,11 @@ bool is_low(uint32_t u) noexcept {
   return u >= 0xDC00 && u <= 0xDFFF;
 }
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /// The four hex digits at `p` (which has at least four characters), or -1.
 int32_t hex4(const char* p) noexcept {
   int32_t v = 0;
   for (int i = 0; i < 4; ++i) {
-    int h = hex_value(p[i]);
+    int h = json::hex_digit(p[i]);
     if (h < 0)
       return -1;
     v = v * 16 + h;

@@ -25,7 +25,6 @@
 #include <boost/beast/websocket.hpp>
 #include <caf/all.hpp>
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
@@ -36,6 +35,7 @@
 #include "actors/process_registry.hpp"
 #include "messages/json.hpp"
 #include "net/connection.hpp"
+#include "net/handshake.hpp"
 
 namespace boxrt::net {
 
@@ -96,68 +96,6 @@ constexpr const char* outbound_full_reason = "outbound queue full";
 /// simdjson parses in place when a string has this much spare capacity.
 constexpr size_t parse_padding = 64;
 
-/// Equal-length secrets compared without an early exit.
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-/// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$` (protocol.md §1.3).
-bool valid_instance_id(std::string_view id) {
-  auto alnum = [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-  };
-  if (id.empty() || id.size() > 128 || !alnum(id.front()))
-    return false;
-  for (char c : id)
-    if (!alnum(c) && c != '.' && c != '_' && c != ':' && c != '-')
-      return false;
-  return true;
-}
-
-/// Decodes UTF-8 code points; an invalid byte counts as one code point of its own.
-template <class F>
-void for_each_code_point(std::string_view s, F&& f) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-    if (i + len > s.size())
-      len = 1;
-    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (size_t k = 1; k < len; ++k)
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    f(cp);
-    i += len;
-  }
-}
-
-/// Python's str.isspace() for one code point.
-bool python_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0
-         || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029
-         || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-bool loopback_host(std::string host) {
-  std::string lower;
-  for (char c : host)
-    lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (lower == "localhost")
-    return true;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(host, ec);
-  if (ec)
-    return false;
-  if (addr.is_v4())
-    return (addr.to_v4().to_uint() >> 24) == 127;
-  auto v6 = addr.to_v6();
-  if (v6.is_v4_mapped())
-    return (asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_uint() >> 24) == 127;
-  return v6.is_loopback();
-}
-
 /// One path for every socket error: the expected ends of a connection are quiet.
 void fail(beast::error_code ec, const char* what, const std::string& peer) {
   if (ec == asio::error::operation_aborted || ec == websocket::error::closed
@@ -183,94 +121,6 @@ std::string_view sv(beast::string_view v) {
 std::string_view path_of(beast::string_view target) {
   auto t = sv(target);
   return t.substr(0, t.find('?'));
-}
-
-/// One path segment with its %XX escapes decoded (as the reference's router does);
-/// nullopt for a malformed escape.
-std::optional<std::string> percent_decode(std::string_view in) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-      return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size())
-      return std::nullopt;
-    int hi = hex(in[i + 1]);
-    int lo = hex(in[i + 2]);
-    if (hi < 0 || lo < 0)
-      return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
-/// The (physical session id, process id) of a relay path (protocol.md §1.2):
-/// `/v1/sessions/{session_id}/managed-process/{process_id}/ws`, or the legacy
-/// `/v1/sessions/{session_id}/managed-process/ws` whose process is "default".
-std::optional<std::pair<std::string, std::string>> relay_target(std::string_view path) {
-  constexpr std::string_view prefix = "/v1/sessions/";
-  if (path.substr(0, prefix.size()) != prefix)
-    return std::nullopt;
-  path.remove_prefix(prefix.size());
-  std::vector<std::string_view> parts;
-  while (true) {
-    auto slash = path.find('/');
-    parts.push_back(path.substr(0, slash));
-    if (slash == std::string_view::npos)
-      break;
-    path.remove_prefix(slash + 1);
-  }
-  for (auto part : parts)
-    if (part.empty())
-      return std::nullopt;
-  if (parts.size() < 3 || parts.size() > 4 || parts[1] != "managed-process" || parts.back() != "ws")
-    return std::nullopt;
-  auto session = percent_decode(parts[0]);
-  auto process = parts.size() == 4 ? percent_decode(parts[2]) : std::optional<std::string>{"default"};
-  if (!session || !process)
-    return std::nullopt;
-  return std::pair{std::move(*session), std::move(*process)};
-}
-
-/// X-LangBot-Placement-Generation (§1.4 check 3): after the strip it parses as an int
-/// that formats back to the same text, and is at least 1. Longer than int64 counts as
-/// invalid: the reference would accept it here and then fail the fence with the same 401.
-std::optional<int64_t> canonical_generation(std::string_view text) {
-  text = json::strip(text);
-  if (text.empty() || text.size() > 18 || text.front() == '0')
-    return std::nullopt;
-  int64_t n = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      return std::nullopt;
-    n = n * 10 + (c - '0');
-  }
-  return n;
-}
-
-/// True when the client offers `mcp` in Sec-WebSocket-Protocol (a comma-separated list).
-bool offers_mcp(std::string_view header) {
-  while (!header.empty()) {
-    auto comma = header.find(',');
-    if (json::strip(header.substr(0, comma)) == "mcp")
-      return true;
-    if (comma == std::string_view::npos)
-      break;
-    header.remove_prefix(comma + 1);
-  }
-  return false;
 }
 
 /// The relay's 400 body: `{"error": {"code": "<ExceptionClass>", "message": "<text>"}}`.
@@ -1507,43 +1357,18 @@ class http_session final : public session_base {
       write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
                           "Unauthorized"));
     };
-    const auto& token = srv_.opts.control_token;
-    if (!token.empty()) {
-      auto i = req.find(token_header);
-      if (i == req.end() || !constant_time_equal(sv(i->value()), token)) {
-        unauthorized("missing or wrong control token");
-        return;
-      }
-    }
-    auto instance = std::string{json::strip(sv(req[instance_header]))};
-    if (!valid_instance_id(instance)) {
-      unauthorized("missing or malformed instance id");
-      return;
-    }
-    // The relay never pins: an RPC handshake must have done so.
-    auto pinned = srv_.pins->get();
-    if (pinned.empty() || !constant_time_equal(pinned, instance)) {
-      unauthorized(fmt::format("instance {} is not the pinned instance", instance));
-      return;
-    }
-    auto workspace = std::string{json::strip(sv(req[workspace_header]))};
-    size_t chars = 0;
-    for_each_code_point(workspace, [&](uint32_t) { ++chars; });
-    if (chars == 0 || chars > 256) {
-      unauthorized("missing or oversized workspace id");
-      return;
-    }
-    auto generation = canonical_generation(sv(req[generation_header]));
-    if (!generation) {
-      unauthorized("malformed placement generation");
-      return;
-    }
+    relay_headers h;
+    if (auto i = req.find(token_header); i != req.end())
+      h.token = sv(i->value());
+    h.instance = sv(req[instance_header]);
+    h.workspace = sv(req[workspace_header]);
+    h.generation = sv(req[generation_header]);
     relay_request r;
-    r.instance_uuid = std::move(instance);
-    r.workspace_uuid = std::move(workspace);
-    r.generation = *generation;
-    r.session_id = std::move(session);
-    r.process_id = std::move(process);
+    if (auto why = check_relay_headers(h, srv_.opts.control_token, srv_.pins->get(),
+                                       std::move(session), std::move(process), r)) {
+      unauthorized(*why);
+      return;
+    }
     ask_relay(std::move(req), std::move(r), std::move(label));
   }
 
@@ -1862,23 +1687,6 @@ void server_core::on_accept(beast::error_code ec, tcp::socket socket) {
 struct server::impl : server_core {
   using server_core::server_core;
 };
-
-std::string validate(const server_options& opts) {
-  const auto& token = opts.control_token;
-  if (!token.empty()) {
-    size_t chars = 0;
-    bool space = false;
-    for_each_code_point(token, [&](uint32_t cp) {
-      ++chars;
-      space = space || python_space(cp);
-    });
-    if (chars < 32 || space)
-      return "LANGBOT_BOX_CONTROL_TOKEN must be a non-whitespace secret of at least 32 characters";
-  } else if (!loopback_host(opts.host)) {
-    return "a control token is required to listen on a non-loopback address " + opts.host;
-  }
-  return {};
-}
 
 server::server(caf::actor_system& sys, directory_actor directory,
                std::shared_ptr<worker_pool> pool, server_options opts,
