@@ -41,6 +41,7 @@
 
 #include "backends/cgroup.hpp"
 #include "backends/deadline.hpp"
+#include "backends/init_channel.hpp"
 #include "backends/init_protocol.hpp"
 #include "backends/linux/beneath.hpp"
 #include "backends/linux/netstack.hpp"
@@ -56,6 +57,9 @@ namespace boxrt {
 
 namespace fs = std::filesystem;
 namespace proto = init_protocol;
+using init_channel::read_frame;
+using init_channel::read_status;
+using init_channel::write_frame;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -125,79 +129,6 @@ void close_fd(int& fd) {
   if (fd >= 0)
     ::close(fd);
   fd = -1;
-}
-
-enum class read_status { ok, timeout, closed };
-
-/// Reads one frame from `fd` before `deadline`; `stop` (when set) is polled so an
-/// interrupt ends the wait promptly even if the pipe stays open.
-read_status read_frame(int fd, std::string& payload, clock_type::time_point deadline,
-                       const std::atomic<bool>* stop) {
-  std::string buf;
-  size_t need = 4;
-  bool have_len = false;
-  char chunk[65536];
-  for (;;) {
-    if (buf.size() >= need) {
-      if (!have_len) {
-        auto n = proto::get_u32(buf.data());
-        if (n > proto::max_frame_bytes)
-          return read_status::closed;
-        need = 4 + n;
-        have_len = true;
-        continue;
-      }
-      payload.assign(buf, 4, need - 4);
-      return read_status::ok;
-    }
-    if (stop && stop->load())
-      return read_status::closed;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
-    if (left <= 0)
-      return read_status::timeout;
-    pollfd p{fd, POLLIN, 0};
-    auto rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
-    if (rc < 0 && errno != EINTR)
-      return read_status::closed;
-    if (rc <= 0)
-      continue;
-    auto n = ::read(fd, chunk, std::min(sizeof chunk, need - buf.size()));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    if (n <= 0)
-      return read_status::closed;
-    buf.append(chunk, static_cast<size_t>(n));
-  }
-}
-
-/// Writes one whole frame to the non-blocking `fd` before `deadline`. A sandbox that
-/// stops reading (its init stopped, its pipe shrunk) makes this time out instead of
-/// blocking a pool thread for good; `stop` ends the wait on an interrupt.
-read_status write_frame(int fd, std::string_view data, clock_type::time_point deadline,
-                        const std::atomic<bool>* stop) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno != EAGAIN)
-      return read_status::closed;
-    if (stop && stop->load())
-      return read_status::closed;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
-    if (left <= 0)
-      return read_status::timeout;
-    pollfd p{fd, POLLOUT, 0};
-    auto rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
-    if (rc < 0 && errno != EINTR)
-      return read_status::closed;
-    if (rc > 0 && (p.revents & (POLLERR | POLLHUP)) != 0)
-      return read_status::closed;
-  }
-  return read_status::ok;
 }
 
 std::string read_available(int fd) {
@@ -550,7 +481,7 @@ result<proto::control_reply> bwrap_session::control(std::string frame, int64_t i
   for (;;) {
     std::string payload;
     // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
-    auto st = read_frame(ctl_rep.get(), payload, deadline, &interrupted_);
+    auto st = read_frame(ctl_rep.get(), payload, deadline, &interrupted_, 64 * 1024);
     if (st == read_status::timeout)
       return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " did not answer in time");
     if (st == read_status::closed)
@@ -1307,7 +1238,7 @@ box_error bwrap_backend::launch(bwrap_session& s) {
 
   std::string payload;
   auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
-  auto st = read_frame(s.from_init.get(), payload, deadline, nullptr);
+  auto st = read_frame(s.from_init.get(), payload, deadline, nullptr, 4096);
   if (st != read_status::ok || proto::reader{payload}.field() != std::optional<std::string_view>{"ready"}) {
     auto why = read_available(s.errors.get());
     if (why.empty())
@@ -1394,7 +1325,8 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   std::string payload;
   auto st = write_frame(s->to_init.get(), proto::encode(req), deadline, &s->interrupted_);
   if (st == read_status::ok)
-    st = read_frame(s->from_init.get(), payload, deadline, &s->interrupted_);
+    st = read_frame(s->from_init.get(), payload, deadline, &s->interrupted_,
+                    init_channel::max_reply_bytes(limits.max_output_bytes));
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
   auto oom = s->group && s->group->oom_kills() > oom_before;
   if (st == read_status::timeout) {
@@ -1426,7 +1358,7 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " exited during the command"
                                            + (why.empty() ? std::string{} : ": " + why));
   }
-  auto reply = proto::decode_reply(payload);
+  auto reply = init_channel::accept_reply(payload, limits.max_output_bytes);
   if (!reply) {
     s->kill_sandbox(true);
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " sent a malformed reply");

@@ -167,13 +167,20 @@ class reader {
     }
     if (i == f->size())
       return std::nullopt;
+    // Accumulated as a negative number, whose range holds every int64 value.
+    constexpr int64_t lowest = INT64_MIN;
     for (; i < f->size(); ++i) {
       char c = (*f)[i];
       if (c < '0' || c > '9')
         return std::nullopt;
-      v = v * 10 + (c - '0');
+      int digit = c - '0';
+      if (v < (lowest + digit) / 10)
+        return std::nullopt;
+      v = v * 10 - digit;
     }
-    return neg ? -v : v;
+    if (!neg && v == lowest)
+      return std::nullopt;
+    return neg ? v : -v;
   }
 
   bool done() const { return rest_.empty(); }

@@ -1,5 +1,7 @@
 #include "backends/output.hpp"
 
+#include <algorithm>
+
 namespace boxrt {
 
 namespace {
@@ -21,6 +23,8 @@ size_t partial_utf8_tail(std::string_view s) noexcept {
 
 std::string clip_captured(std::string_view kept, uint64_t total, int64_t limit) {
   auto cap = static_cast<uint64_t>(limit < 0 ? 0 : limit);
+  // What was kept is part of the total, whatever the producer claimed.
+  total = std::max<uint64_t>(total, kept.size());
   if (total <= cap)
     return std::string{strip(kept)};
   if (kept.size() > cap)
