@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CONFIG ?=
 
-.PHONY: all bootstrap configure build run test bench clean test-asan
+.PHONY: all bootstrap configure build run test bench clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
 
 all: build
 
@@ -26,6 +26,7 @@ run: build
 
 test: build
 	scripts/run-tests $(BUILD)
+	$(MAKE) --no-print-directory fuzz-smoke
 
 bench: build
 	scripts/run-benchmarks $(BUILD)
@@ -37,6 +38,37 @@ test-asan: bootstrap
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DBOXRT_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	scripts/run-sanitized $(ASAN_BUILD)
+
+# The CAF-free suites (messages; backends with the worker pool and the skill store)
+# under ThreadSanitizer, in their own build folder (not part of `make test`).
+TSAN_BUILD ?= build-tsan
+test-tsan: bootstrap
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DBOXRT_SANITIZE=thread
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_messages test_backends boxrt-init
+	scripts/run-sanitized $(TSAN_BUILD) thread
+
+# libFuzzer targets (tests/fuzz/README.md), built with Debian's clang into their own
+# folder. `make fuzz` runs each for FUZZ_SECONDS (FUZZ_PARALLEL at once); `make test`
+# runs the smoke: every target for a few seconds.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_PARALLEL ?= 1
+FUZZ_SMOKE_SECONDS ?= 5
+fuzz-build: bootstrap
+	@[ -f $(FUZZ_BUILD)/build.ninja ] || cmake -S . -B $(FUZZ_BUILD) -G Ninja -DBOXRT_FUZZ=ON \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) --target fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	scripts/run-fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL)
+
+fuzz-smoke: fuzz-build
+	scripts/run-fuzz $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) 2
+
+# A long mixed workload on real sandboxes that counts what leaks (benchmarks/soak.cpp).
+SOAK_SECONDS ?= 600
+soak: build
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/benchmarks/boxsoak
 
 clean:
 	rm -rf $(BUILD)
