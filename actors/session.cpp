@@ -39,8 +39,12 @@ struct session_state {
   struct queued_exec {
     box_spec spec;
     caf::typed_response_promise<exec_result> rp;
+    /// Who asked (delegation keeps the original sender: the connection actor).
+    caf::strong_actor_ptr requester;
   };
   std::deque<queued_exec> queue;
+  /// Queued commands dropped because their requester was gone before they started.
+  uint64_t dropped_commands = 0;
   std::vector<caf::typed_response_promise<session_info>> create_waiters;
 
   uint64_t next_token = 1;
@@ -247,8 +251,28 @@ void schedule_reap(self_ptr self) {
 
 void begin_stop(self_ptr self, box_error reason);
 
+/// True when the actor that asked for a command is gone: its reply has nowhere to go, so
+/// the command is never started (a client that disconnects leaves no work behind, and
+/// reconnecting cannot pile up more than one connection's in-flight cap at a time).
+bool requester_gone(const caf::strong_actor_ptr& who) {
+  if (!who)
+    return false;  // an anonymous send: nobody to ask
+  // monitorable_actor::cleanup sets this flag once the actor has terminated.
+  return who->get()->getf(caf::abstract_actor::is_cleaned_up_flag);
+}
+
 void run_next(self_ptr self) {
   auto& st = self->state;
+  size_t dropped = 0;
+  while (!st.queue.empty() && requester_gone(st.queue.front().requester)) {
+    st.queue.pop_front();
+    ++dropped;
+  }
+  if (dropped > 0) {
+    st.dropped_commands += dropped;
+    spdlog::debug("session {}: {} queued command(s) dropped: their client is gone",
+                  st.args.physical_id, dropped);
+  }
   if (st.current != session_state::phase::ready || st.queue.empty())
     return;
   if (st.box->handle && !st.box->handle->alive()) {
@@ -348,13 +372,15 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
     return {
       [self](exec_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
         auto& st = self->state;
+        // Read before make_response_promise, which takes the sender into the promise.
+        auto requester = self->current_sender();
         auto rp = self->make_response_promise<exec_result>();
         ++st.commands_seen;
         if (st.current == session_state::phase::stopping) {
           rp.deliver(to_caf_error(st.stop_reason));
           return rp;
         }
-        st.queue.push_back({std::move(spec), rp});
+        st.queue.push_back({std::move(spec), rp, std::move(requester)});
         run_next(self);
         return rp;
       },

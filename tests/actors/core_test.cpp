@@ -118,6 +118,32 @@ BOOST_AUTO_TEST_CASE(delete_right_after_an_exec_never_waits_for_a_command_that_h
   }
 }
 
+// Found by the soak (benchmarks/soak.cpp): a client that queued commands and left had
+// them all run later, so reconnecting could pile up work without bound.
+BOOST_AUTO_TEST_CASE(commands_queued_by_a_requester_that_is_gone_never_start) {
+  core_fixture f;
+  caf::scoped_actor self{f.sys};
+  send_exec(self, f.dir(), exec_req("workspace-a", "s1", "gate first"));
+  BOOST_REQUIRE(f.backend->wait_blocked(1, 10s));
+  {
+    caf::scoped_actor gone{f.sys};
+    for (int i = 0; i < 5; ++i)
+      send_exec(gone, f.dir(), exec_req("workspace-a", "s1", "echo late"));
+    // Queued behind the blocked command: the session answers a get only after it has
+    // taken every earlier message of this requester's path.
+    session_request get{ctx("workspace-a"), "s1", {}};
+    gone->request(f.dir(), 10s, caf::get_atom_v, get).receive([](session_info&) {}, [](caf::error&) {});
+  }
+  // A live requester's command queued after them still runs.
+  send_exec(self, f.dir(), exec_req("workspace-a", "s1", "echo kept"));
+  f.backend->release_gate("first");
+  BOOST_REQUIRE(receive_exec(self).ok());
+  auto kept = receive_exec(self);
+  BOOST_REQUIRE(kept.ok());
+  BOOST_CHECK_EQUAL(kept.value().stdout_text, "kept");
+  BOOST_CHECK_EQUAL(f.backend->exec_count(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(timed_out_exec_ends_its_session) {
   core_fixture f;
   auto r = f.exec("workspace-a", "s1", "timeout");
