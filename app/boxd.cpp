@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -118,6 +119,13 @@ bool holds_tenant_state(const local_config& local) {
 }
 
 int main(int argc, char** argv) {
+  // glibc raises its mmap threshold to the size of every large block freed, up to 32 MiB,
+  // so once a few large replies have gone, later ones come from the malloc arenas of
+  // whichever thread built them and stay resident after they are freed. A fixed
+  // threshold keeps large buffers (replies, captured output) in their own mappings, given
+  // back on free; it also fixes the trim threshold, which the sliding one doubles.
+  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
   auto logger = spdlog::stderr_color_mt("boxd");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
