@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
@@ -154,8 +155,18 @@ size_t sandbox_processes(std::vector<std::string>* names = nullptr) {
       auto comm = comm_of(pid);
       if (ns != own || comm == "bwrap" || comm == "boxrt-init" || comm == "slirp4netns") {
         ++n;
-        if (names)
-          names->push_back(pid + " " + comm);
+        if (names) {
+          std::ifstream cmd{"/proc/" + pid + "/cmdline"};
+          std::string args{std::istreambuf_iterator<char>{cmd}, {}};
+          for (auto& c : args)
+            c = c == '\0' ? ' ' : c;
+          std::ifstream st{"/proc/" + pid + "/stat"};
+          std::string stat;
+          std::getline(st, stat);
+          auto close = stat.rfind(')');
+          names->push_back(pid + " " + comm + " [" + (close == std::string::npos ? "" : stat.substr(close + 2, 10))
+                           + "] " + args.substr(0, 160));
+        }
       }
     }
     ::closedir(d);
@@ -765,6 +776,12 @@ int main(int argc, char** argv) {
 
   for (auto& [name, d] : daemons())
     std::printf("boxsoak: %s memory at the end: %s\n", name.c_str(), rss_breakdown(d->pid()).c_str());
+  if (after.v["sandbox processes"] > before.v["sandbox processes"]) {
+    std::vector<std::string> names;
+    sandbox_processes(&names);
+    for (auto& n : names)
+      std::printf("boxsoak: still running after the workload: %s\n", n.c_str());
+  }
   int status = 0;
   for (auto* d : {standard.get(), admission.get()}) {
     ::kill(d->pid(), SIGTERM);
