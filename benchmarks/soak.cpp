@@ -40,6 +40,7 @@
 #include "messages/tenancy.hpp"
 #include "tests/net/client.hpp"
 #include "tests/wire/boxd_process.hpp"
+#include "tests/wire/wire_common.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -57,13 +58,8 @@ const std::string server_extra = R"(, "control_token": ")" + token + R"(")";
 const std::string standard_box = R"({"backend": "bwrap", "local": {"host_root": "box"},
   "limits": {"max_output_bytes": 1048576}})";
 
-const std::string admission_box = R"({
-  "backend": "bwrap",
-  "local": {"host_root": "box"},
-  "admission": {"required": true, "required_backend": "bwrap", "max_sessions": 1,
-    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-    "readiness_cache_sec": 0}})";
+/// The admission policy of the wire suite's bwrap scenarios.
+const std::string& admission_box = boxrt::test::wire::admission_bwrap_box;
 
 // -- counting -----------------------------------------------------------------------------
 

@@ -27,14 +27,6 @@ std::string server_for(const std::string& backend) {
 }
 
 
-/// The same admission policy on real bubblewrap sandboxes (limits, quota image).
-const std::string admission_bwrap_box = R"({
-  "backend": "bwrap",
-  "local": {"host_root": "box"},
-  "admission": {"required": true, "required_backend": "bwrap", "max_sessions": 1,
-    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-    "readiness_cache_sec": 0}})";
 
 bool sandbox_capable() {
   return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;
