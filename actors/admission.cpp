@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/readiness_keys.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
 #include "messages/json.hpp"
@@ -29,18 +31,6 @@ box_error admission_error(std::string text) {
 
 box_error entitlement_error(std::string text) {
   return make_box_error(ec::entitlement_unavailable, std::move(text));
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-std::string_view strip(std::string_view s) {
-  while (!s.empty() && is_space(s.front()))
-    s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back()))
-    s.remove_suffix(1);
-  return s;
 }
 
 /// Whole epoch seconds of `now_us`, rounded down as Python's int(time.time()).
@@ -123,31 +113,20 @@ constexpr std::array<std::string_view, 14> admission_check_order{
   "required_backend",
   "workspace_mount",
   "backend_available",
-  "resource_limits",
-  "namespace_isolation",
-  "mount_isolation",
-  "network_isolation",
-  "hard_workspace_quota",
-  "hard_skill_storage_quota",
-  "bounded_ephemeral_storage",
-  "inode_quota",
+  readiness::isolation_keys[0],
+  readiness::isolation_keys[1],
+  readiness::isolation_keys[2],
+  readiness::isolation_keys[3],
+  readiness::storage_keys[0],
+  readiness::storage_keys[1],
+  readiness::storage_keys[2],
+  readiness::storage_keys[3],
   "session_cap",
   "managed_process_cap",
 };
 
-constexpr std::array<std::string_view, 4> storage_checks{
-  "hard_workspace_quota",
-  "hard_skill_storage_quota",
-  "bounded_ephemeral_storage",
-  "inode_quota",
-};
-
-constexpr std::array<std::string_view, 4> isolation_checks{
-  "resource_limits",
-  "namespace_isolation",
-  "mount_isolation",
-  "network_isolation",
-};
+constexpr const auto& storage_checks = readiness::storage_keys;
+constexpr const auto& isolation_checks = readiness::isolation_keys;
 
 } // namespace
 
@@ -183,7 +162,7 @@ box_error workspace_admission::check_forged_fields(const payload_facts& facts,
     return admission_error("Managed sandbox policy fields are host-controlled: " + join(keys));
   }
   if (facts.has_session_id) {
-    auto sid = strip(facts.session_id);
+    auto sid = py::strip(facts.session_id);
     if (!sid.empty() && sid != "global")
       return admission_error("Managed sandbox session_id is runtime-owned");
   }
@@ -191,10 +170,10 @@ box_error workspace_admission::check_forged_fields(const payload_facts& facts,
     return admission_error("Managed sandbox network access is disabled");
   if (facts.extra_mounts_nonempty)
     return admission_error("Managed sandbox additional host mounts are disabled");
-  auto mount_path = strip(facts.mount_path);
+  auto mount_path = py::strip(facts.mount_path);
   if (!mount_path.empty() && mount_path != workspace_mount)
     return admission_error("Managed sandbox mount_path is runtime-owned");
-  auto host_path = strip(facts.host_path);
+  auto host_path = py::strip(facts.host_path);
   if (!host_path.empty()
       && (tenant_path.empty() || normalize_path(host_path) != normalize_path(tenant_path)))
     return admission_error("Managed sandbox host_path is runtime-owned");
@@ -205,7 +184,7 @@ box_error workspace_admission::check_forged_fields(const payload_facts& facts,
 
 box_error workspace_admission::check_logical_session(std::string_view logical_id,
                                                      const admission_policy& policy) {
-  if (strip(logical_id) != policy.logical_session_id)
+  if (py::strip(logical_id) != policy.logical_session_id)
     return admission_error("Managed sandbox session_id is runtime-owned");
   return {};
 }
@@ -509,7 +488,7 @@ runtime_readiness compute_readiness(const box_config& config, const readiness_re
                                     bool testing) {
   runtime_readiness r;
   const auto& policy = config.admission;
-  r.admission_mode = policy.required || !config.admission_error.empty();
+  r.admission_mode = config.admission_mode();
   if (!r.admission_mode) {
     r.ready = backend.available;
     r.checks["backend_available"] = backend.available;

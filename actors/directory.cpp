@@ -69,7 +69,7 @@ void submit_probe(self_ptr self) {
   st.args.pool->submit([handle, backend, config, name, reason] {
     readiness_report report;
     std::string mount_error;
-    bool admission = config.admission.required || !config.admission_error.empty();
+    bool admission = config.admission_mode();
     if (admission)
       mount_error = check_managed_workspace_root(config);
     if (backend) {
@@ -389,8 +389,7 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
         const auto& current = st.settings.config;
         // Admission cannot be switched off at run time (protocol.md §4.9.1): keep the old
         // policy and fail closed with the reference's error.
-        if ((current.admission.required || !current.admission_error.empty())
-            && !next.admission.required) {
+        if (current.admission_mode() && !next.admission.required) {
           next.admission = current.admission;
           next.admission.required = true;
           next.admission_error

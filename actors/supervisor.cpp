@@ -5,18 +5,19 @@
 #include <optional>
 #include <unordered_map>
 
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/admission.hpp"
 #include "actors/caf_support.hpp"
 #include "actors/session.hpp"
-#include "backends/registry.hpp"
-#include <unistd.h>
-
 #include "actors/skills.hpp"
 #include "backends/mount_policy.hpp"
+#include "backends/registry.hpp"
 #include "backends/skill_actions.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/json.hpp"
 #include "messages/tenancy.hpp"
 #include "messages/time.hpp"
@@ -80,7 +81,7 @@ const box_config& config(self_ptr self) {
 }
 
 bool admission_mode(self_ptr self) {
-  return config(self).admission.required || !config(self).admission_error.empty();
+  return config(self).admission_mode();
 }
 
 std::string tenant_path(self_ptr self) {
@@ -89,16 +90,6 @@ std::string tenant_path(self_ptr self) {
 
 box_error stale_error() {
   return box_error{ec::permission, "Stale Box placement generation"};
-}
-
-std::string py_bool(bool x) {
-  return x ? "True" : "False";
-}
-
-std::string py_float(double x) {
-  json::writer w;
-  w.value(x);
-  return w.take();
 }
 
 /// The reference's compat check: first differing field, in the reference's order.
@@ -119,15 +110,15 @@ box_error check_compat(const session_entry& e, const box_spec& spec) {
   if (spec.mount_path != have.mount_path)
     return conflict("mount_path", have.mount_path);
   if (spec.persistent != have.persistent)
-    return conflict("persistent", py_bool(have.persistent));
+    return conflict("persistent", py::bool_text(have.persistent));
   if (spec.cpus != have.cpus)
-    return conflict("cpus", py_float(have.cpus));
+    return conflict("cpus", py::float_text(have.cpus));
   if (spec.memory_mb != have.memory_mb)
     return conflict("memory_mb", std::to_string(have.memory_mb));
   if (spec.pids_limit != have.pids_limit)
     return conflict("pids_limit", std::to_string(have.pids_limit));
   if (spec.read_only_rootfs != have.read_only_rootfs)
-    return conflict("read_only_rootfs", py_bool(have.read_only_rootfs));
+    return conflict("read_only_rootfs", py::bool_text(have.read_only_rootfs));
   if (spec.workspace_quota_mb != have.workspace_quota_mb)
     return conflict("workspace_quota_mb", std::to_string(have.workspace_quota_mb));
   return {};
@@ -538,7 +529,7 @@ result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std:
   spec.timeout_sec = std::min(spec.timeout_sec, config(self).limits.max_timeout_sec);
   if (!admission_mode(self))
     return spec;
-  auto name = std::string{json::strip(spec.skill_name)};
+  auto name = std::string{py::strip(spec.skill_name)};
   auto out = self->state.admission->normalize(std::move(spec), config(self).admission,
                                               tenant_path(self), !skill_root.empty());
   if (out && !name.empty())
@@ -549,7 +540,7 @@ result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std:
 /// Resolves spec.skill_name in the workspace's own skill store (admission mode only),
 /// then calls `next` with the package root ("" when there is none to mount).
 void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {
-  auto name = std::string{json::strip(req.spec.skill_name)};
+  auto name = std::string{py::strip(req.spec.skill_name)};
   if (!admission_mode(self) || name.empty()) {
     next({});
     return;
@@ -600,7 +591,7 @@ struct named_session {
 result<named_session> find_session(self_ptr self, const session_request& req) {
   if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true))
     return err;
-  std::string logical{json::strip(req.session_id)};
+  std::string logical{py::strip(req.session_id)};
   if (admission_mode(self))
     if (auto err = workspace_admission::check_logical_session(logical, config(self).admission))
       return err;
@@ -957,7 +948,7 @@ supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args
       },
       [self](shutdown_atom) -> caf::result<int64_t> {
         auto rp = self->make_response_promise<int64_t>();
-        stop_all(self, box_error{ec::runtime_unavailable, "Box runtime is shutting down"},
+        stop_all(self, box_error{ec::runtime_unavailable, shutting_down_text},
                  [rp](int64_t n) mutable { rp.deliver(n); });
         return rp;
       },

@@ -34,27 +34,6 @@ std::string getenv_or_empty(const char* name) {
   return v ? std::string{v} : std::string{};
 }
 
-/// Creates the default workspace when it lies under an allowed root (protocol.md
-/// §4.10.2 step 8); returns a warning when it cannot.
-std::string ensure_default_workspace(const local_config& local) {
-  namespace fs = std::filesystem;
-  if (local.default_workspace.empty())
-    return {};
-  std::error_code err;
-  if (fs::exists(local.default_workspace, err))
-    return fs::is_directory(local.default_workspace, err)
-             ? std::string{}
-             : "box.local.default_workspace must point to a directory on the Box runtime host";
-  bool inside = false;
-  for (auto& root : local.allowed_mount_roots)
-    inside = inside || local.default_workspace == root
-             || local.default_workspace.rfind(root + "/", 0) == 0;
-  if (!inside)
-    return "box.local.default_workspace is outside allowed_mount_roots";
-  fs::create_directories(local.default_workspace, err);
-  return err ? "cannot create " + local.default_workspace + ": " + err.message() : std::string{};
-}
-
 } // namespace
 
 /// Applies admission.entitlements_file (the current config's, box_init may change it):
@@ -152,8 +131,8 @@ int main(int argc, char** argv) {
   for (auto& w : cfg.warnings)
     spdlog::warn("{}", w);
   cfg.box.local = resolve_local(cfg.box.local);
-  if (auto why = ensure_default_workspace(cfg.box.local); !why.empty())
-    spdlog::warn("{}", why);
+  if (auto err = ensure_default_workspace(cfg.box.local))
+    spdlog::warn("{}", err.message);
 
   host_options host;
   host.uid_first = cfg.server.sandbox_uid_first;
@@ -198,7 +177,7 @@ int main(int argc, char** argv) {
   // Admission state is loaded before anything serves (contract §4.11).
   admission_state_options state_opts;
   state_opts.host_root = cfg.box.local.host_root;
-  state_opts.admission_mode = cfg.box.admission.required || !cfg.box.admission_error.empty();
+  state_opts.admission_mode = cfg.box.admission_mode();
   state_opts.init_state = cfg.init_state;
   state_opts.tenant_state_exists = holds_tenant_state(cfg.box.local);
   auto state = open_admission_state(state_opts);

@@ -8,6 +8,7 @@
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
 #include "messages/json.hpp"
+#include "messages/base/pytext.hpp"
 
 namespace boxrt {
 
@@ -178,7 +179,7 @@ box_error apply_server(element section, net::server_options& out) {
 
 bool truthy(std::string_view v) {
   std::string lower;
-  for (char c : json::strip(v))
+  for (char c : py::strip(v))
     lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   return lower == "1" || lower == "true" || lower == "yes" || lower == "on";
 }
@@ -229,7 +230,7 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
     }
   }
   // LANGBOT_BOX_CONFIG first, a config file over it: the file is the operator's intent.
-  if (auto text = env("LANGBOT_BOX_CONFIG"); !json::strip(text).empty()) {
+  if (auto text = env("LANGBOT_BOX_CONFIG"); !py::strip(text).empty()) {
     auto merged = decode_text(text, [&](const element& root) { return decode_box_config(root, cfg.box); });
     if (merged)
       cfg.box = merged.value();
@@ -270,8 +271,8 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
   }
   if (auto token = env("LANGBOT_BOX_CONTROL_TOKEN"); !token.empty())
     cfg.server.control_token = token;
-  if (auto trusted = env("LANGBOT_BOX_TRUSTED_INSTANCE_UUID"); !json::strip(trusted).empty())
-    cfg.server.trusted_instance = std::string{json::strip(trusted)};
+  if (auto trusted = env("LANGBOT_BOX_TRUSTED_INSTANCE_UUID"); !py::strip(trusted).empty())
+    cfg.server.trusted_instance = std::string{py::strip(trusted)};
   if (auto dir = env("LANGBOT_PLUGIN_FILE_STORAGE_DIR"); !dir.empty())
     cfg.server.transfer_dir = dir;
   else if (env("LANGBOT_PLUGIN_RUNTIME_PROFILE") == "shared")

@@ -50,7 +50,9 @@
 #include "backends/managed.hpp"
 #include "backends/output.hpp"
 #include "backends/quota.hpp"
+#include "backends/readiness_keys.hpp"
 #include "backends/seccomp.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/tenancy.hpp"
 
 namespace boxrt {
@@ -143,7 +145,7 @@ std::string read_available(int fd) {
       break;
     out.append(chunk, static_cast<size_t>(n));
   }
-  return std::string{strip(out)};
+  return std::string{py::strip(out)};
 }
 
 /// Gives the folder `fd` and everything below it to the sandbox uid, so the
@@ -567,7 +569,7 @@ class bwrap_managed_process final : public fd_managed_process {
     ::close(fd);
     if (n <= 0)
       return std::nullopt;
-    auto text = strip(std::string_view{buf, static_cast<size_t>(n)});
+    auto text = py::strip(std::string_view{buf, static_cast<size_t>(n)});
     int64_t code = 0;
     auto [end, errc] = std::from_chars(text.data(), text.data() + text.size(), code);
     if (errc != std::errc{} || end != text.data() + text.size())
@@ -1550,10 +1552,8 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
   readiness_report r;
   r.backend_name = "bwrap";
   r.isolating = true;
-  for (const char* key : {"cgroup_v2", "resource_limits", "namespace_isolation", "mount_isolation",
-                          "network_isolation", "hard_workspace_quota", "hard_skill_storage_quota",
-                          "bounded_ephemeral_storage", "inode_quota"})
-    r.details[key] = false;
+  for (auto key : backend_readiness_keys)
+    r.details[std::string{key}] = false;
   r.available = unavailable_.empty();
   if (!r.available) {
     r.error = unavailable_;
@@ -1617,14 +1617,14 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
       if (host.empty() || lines[i] == host)
         all_differ = false;
       if (i == 0)
-        r.details["network_isolation"] = !host.empty() && lines[0] != host
+        r.details[readiness::network_isolation] = !host.empty() && lines[0] != host
                                          && lines[6] == "3"; // header lines + lo only
     }
-    r.details["namespace_isolation"] = all_differ;
+    r.details[readiness::namespace_isolation] = all_differ;
     std::ifstream marker{dir + "/.mounted"};
     std::string text;
     std::getline(marker, text);
-    r.details["mount_isolation"] = text == "readiness" && lines[7] == "rootfs-readonly";
+    r.details[readiness::mount_isolation] = text == "readiness" && lines[7] == "rootfs-readonly";
     // Every writable tmpfs is capped in bytes and inodes, and /dev takes no files.
     bool bounded = lines[8] == "dev-readonly";
     auto wanted = ephemeral_mounts(opts_, spec.memory_mb);
@@ -1635,7 +1635,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
       bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= wanted[i].bytes && inodes > 0
                 && inodes <= wanted[i].inodes;
     }
-    r.details["bounded_ephemeral_storage"] = bounded;
+    r.details[readiness::bounded_ephemeral_storage] = bounded;
     return {};
   };
   auto error = probe();
@@ -1644,15 +1644,15 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     r.error = error;
     spdlog::warn("bwrap: readiness probe failed: {}", error);
   }
-  r.details["resource_limits"] = impl_->cgroups != nullptr && error.empty() && limits_held;
+  r.details[readiness::resource_limits] = impl_->cgroups != nullptr && error.empty() && limits_held;
   r.details["io_limits"] = io_read_back && error.empty();
-  r.details["cgroup_v2"] = r.details["resource_limits"] && impl_->cgroups->kind() == cgroup_tree::version::v2;
+  r.details[readiness::cgroup_v2] = r.details[readiness::resource_limits] && impl_->cgroups->kind() == cgroup_tree::version::v2;
   bool storage = *impl_->storage_ok;
-  r.details["hard_workspace_quota"] = storage;
-  r.details["inode_quota"] = storage;
-  r.details["hard_skill_storage_quota"] = storage && !opts_.skills_tenants_dir.empty();
-  if (!r.details["bounded_ephemeral_storage"])
-    r.details["bounded_ephemeral_storage"] = false;
+  r.details[readiness::hard_workspace_quota] = storage;
+  r.details[readiness::inode_quota] = storage;
+  r.details[readiness::hard_skill_storage_quota] = storage && !opts_.skills_tenants_dir.empty();
+  if (!r.details[readiness::bounded_ephemeral_storage])
+    r.details[readiness::bounded_ephemeral_storage] = false;
   return r;
 }
 

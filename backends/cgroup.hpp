@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/readiness_keys.hpp"
 #include "messages/error.hpp"
 
 namespace boxrt {
@@ -43,7 +44,7 @@ class cgroup_tree {
   version kind() const { return version_; }
 
   /// "cgroup_v2" or "cgroup_v1": what enforces the limits (readiness reports it).
-  const char* mechanism() const { return version_ == version::v2 ? "cgroup_v2" : "cgroup_v1"; }
+  const char* mechanism() const { return version_ == version::v2 ? readiness::cgroup_v2 : "cgroup_v1"; }
 
   /// True when the hierarchy exists and a test group can be created and limited (so
   /// limits would really hold). `why` says what failed.

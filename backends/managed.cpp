@@ -2,6 +2,7 @@
 // stderr drain thread, the termination sequence, and the host child.
 #include "backends/managed.hpp"
 #include "backends/output.hpp"
+#include "messages/base/pytext.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -69,24 +70,16 @@ std::pair<std::string, size_t> decode_utf8(std::string_view in) {
   return {std::move(out), chars};
 }
 
-/// Right-strips ASCII whitespace (what the reference's rstrip removes in practice).
-std::string_view rstrip(std::string_view s) {
-  while (!s.empty() && is_space(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
-
 } // namespace
 
 // -- stderr preview ---------------------------------------------------------------------
 
 void stderr_preview_buffer::add(std::string_view raw) {
   auto [text, chars] = decode_utf8(raw);
-  auto kept = rstrip(text);
+  auto kept = py::rstrip(text);
   if (kept.empty())
     return;
-  // Trailing whitespace is ASCII: one byte, one character each.
-  chars -= text.size() - kept.size();
+  chars -= py::code_points(std::string_view{text}.substr(kept.size()));
   chunks_.push_back({std::string{kept}, chars});
   chars_ += chars;
   while (!chunks_.empty() && chars_ + chunks_.size() > max_chars) {

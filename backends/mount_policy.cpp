@@ -124,4 +124,35 @@ std::string check_managed_workspace_root(const box_config& config) {
   return {};
 }
 
+box_error ensure_default_workspace(const local_config& local) {
+  const auto& path = local.default_workspace;
+  if (path.empty())
+    return {};
+  std::error_code err;
+  if (fs::is_directory(path, err))
+    return {};
+  if (fs::exists(path, err))
+    return {ec::validation,
+            "box.local.default_workspace must point to a directory on the Box runtime host"};
+  if (local.allowed_mount_roots.empty())
+    return {ec::validation, "box.local.default_workspace cannot be created because no "
+                            "allowed_mount_roots are configured"};
+  for (const auto& root : local.allowed_mount_roots) {
+    if (!under(path, root))
+      continue;
+    fs::create_directories(path, err);
+    if (err && !fs::is_directory(path))
+      return {ec::validation,
+              "box.local.default_workspace cannot be created: " + err.message()};
+    return {};
+  }
+  std::string joined;
+  for (const auto& root : local.allowed_mount_roots) {
+    if (!joined.empty())
+      joined += ", ";
+    joined += root;
+  }
+  return {ec::validation, "box.local.default_workspace is outside allowed_mount_roots: " + joined};
+}
+
 } // namespace boxrt

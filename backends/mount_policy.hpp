@@ -21,6 +21,13 @@ local_config resolve_local(const local_config& local);
 /// "<field> is outside allowed_mount_roots: <roots joined by ', '>".
 box_error check_spec_mounts(const box_spec& spec, const local_config& local);
 
+/// Creates the resolved default workspace under an allowed root (protocol.md §4.10.2
+/// step 8). BoxValidationError texts: "box.local.default_workspace must point to a
+/// directory on the Box runtime host", "... cannot be created because no
+/// allowed_mount_roots are configured", "... is outside allowed_mount_roots: <roots>".
+/// Blocking: call it on the worker pool, or at start-up.
+box_error ensure_default_workspace(const local_config& local);
+
 /// The admission-mode workspace-root check (protocol.md §4.9.5); "" when it passes.
 std::string check_managed_workspace_root(const box_config& config);
 

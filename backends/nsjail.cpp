@@ -6,6 +6,7 @@
 #include "backends/readiness_keys.hpp"
 #include "backends/session_dir.hpp"
 #include "backends/subprocess.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/json.hpp"
 #include "messages/time.hpp"
 
@@ -232,7 +233,7 @@ std::string last_line(std::string_view text, size_t from_end = 0) {
   std::vector<std::string_view> lines;
   while (!text.empty()) {
     auto nl = text.find('\n');
-    auto line = strip(text.substr(0, nl));
+    auto line = py::strip(text.substr(0, nl));
     if (!line.empty())
       lines.push_back(line);
     if (nl == std::string_view::npos)
@@ -449,9 +450,9 @@ readiness_report nsjail_backend::probe_readiness(const std::string& workspace_pa
     return report;
   }
   auto v2 = cgroup_v2();
-  report.details["cgroup_v2"] = v2;
-  report.details["resource_limits"] = v2;
-  report.limits_mechanism = v2 ? "cgroup_v2" : "rlimit";
+  report.details[readiness::cgroup_v2] = v2;
+  report.details[readiness::resource_limits] = v2;
+  report.limits_mechanism = v2 ? readiness::cgroup_v2 : "rlimit";
   if (!strict)
     return report;
   if (workspace_path.empty()) {
@@ -506,10 +507,10 @@ readiness_report nsjail_backend::probe_readiness(const std::string& workspace_pa
   auto pid = last_line(ran->stdout_text, 1);
   // boxrt: namespace isolation is proven by a pid namespace other than the host's
   // (the reference takes exit status 0 alone), and both links must be well-formed.
-  report.details["namespace_isolation"] =
+  report.details[readiness::namespace_isolation] =
     ok && namespace_link(pid, "pid") && pid != host_namespace("pid");
-  report.details["mount_isolation"] = ok && marked;
-  report.details["network_isolation"] =
+  report.details[readiness::mount_isolation] = ok && marked;
+  report.details[readiness::network_isolation] =
     ok && namespace_link(net, "net") && net != host_namespace("net");
   if (!ok)
     report.error = "readiness jail failed: exit " + std::to_string(ran->exit_code) + ": "

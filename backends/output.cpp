@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "messages/base/pytext.hpp"
+
 namespace boxrt {
 
 namespace {
@@ -26,16 +28,16 @@ std::string clip_captured(std::string_view kept, uint64_t total, int64_t limit) 
   // What was kept is part of the total, whatever the producer claimed.
   total = std::max<uint64_t>(total, kept.size());
   if (total <= cap)
-    return std::string{strip(kept)};
+    return std::string{py::strip(kept)};
   if (kept.size() > cap)
     kept = kept.substr(0, cap);
   std::string out;
   if (auto tail = partial_utf8_tail(kept); tail > 0) {
     // U+FFFD ends the decoded text, so only leading whitespace is stripped.
-    out = lstrip(kept.substr(0, kept.size() - tail));
+    out = py::lstrip(kept.substr(0, kept.size() - tail));
     out += "\xEF\xBF\xBD";
   } else {
-    out = strip(kept);
+    out = py::strip(kept);
   }
   out += "\n... [raw output clipped at ";
   out += std::to_string(cap);

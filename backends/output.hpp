@@ -8,24 +8,6 @@
 
 namespace boxrt {
 
-/// What Python's str.strip() removes within ASCII (the reference strips decoded output).
-constexpr bool is_space(char c) noexcept {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
-}
-
-constexpr std::string_view lstrip(std::string_view s) noexcept {
-  while (!s.empty() && is_space(s.front()))
-    s.remove_prefix(1);
-  return s;
-}
-
-constexpr std::string_view strip(std::string_view s) noexcept {
-  s = lstrip(s);
-  while (!s.empty() && is_space(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
-
 /// Caps one stream of `total` bytes, of which `kept` (at most `limit`) were kept, as
 /// the reference's _clip_captured_bytes does: decode (a cut UTF-8 sequence becomes
 /// U+FFFD), strip, then, when bytes were dropped, append

@@ -10,10 +10,40 @@
 
 namespace boxrt {
 
+/// The readiness keys, each spelled here and nowhere else in product code.
+namespace readiness {
+inline constexpr const char* cgroup_v2 = "cgroup_v2";
+inline constexpr const char* resource_limits = "resource_limits";
+inline constexpr const char* namespace_isolation = "namespace_isolation";
+inline constexpr const char* mount_isolation = "mount_isolation";
+inline constexpr const char* network_isolation = "network_isolation";
+inline constexpr const char* hard_workspace_quota = "hard_workspace_quota";
+inline constexpr const char* hard_skill_storage_quota = "hard_skill_storage_quota";
+inline constexpr const char* bounded_ephemeral_storage = "bounded_ephemeral_storage";
+inline constexpr const char* inode_quota = "inode_quota";
+
+/// The isolation keys admission mode requires, in the readiness error's order.
+inline constexpr std::array<std::string_view, 4> isolation_keys{
+  resource_limits, namespace_isolation, mount_isolation, network_isolation,
+};
+
+/// The storage keys admission mode requires, in the readiness error's order.
+inline constexpr std::array<std::string_view, 4> storage_keys{
+  hard_workspace_quota, hard_skill_storage_quota, bounded_ephemeral_storage, inode_quota,
+};
+} // namespace readiness
+
+/// Every key a backend reports.
 inline constexpr std::array<std::string_view, 9> backend_readiness_keys{
-  "cgroup_v2",           "resource_limits",          "namespace_isolation",
-  "mount_isolation",     "network_isolation",        "hard_workspace_quota",
-  "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota",
+  readiness::cgroup_v2,
+  readiness::resource_limits,
+  readiness::namespace_isolation,
+  readiness::mount_isolation,
+  readiness::network_isolation,
+  readiness::hard_workspace_quota,
+  readiness::hard_skill_storage_quota,
+  readiness::bounded_ephemeral_storage,
+  readiness::inode_quota,
 };
 
 /// A report for `name` whose every readiness key is false.

@@ -10,21 +10,9 @@
 #include "backends/nsjail.hpp"
 #include "backends/process_backend.hpp"
 #include "backends/scripted.hpp"
+#include "messages/base/pytext.hpp"
 
 namespace boxrt {
-
-namespace {
-
-std::string_view strip(std::string_view s) noexcept {
-  constexpr std::string_view space = " \t\n\v\f\r";
-  auto first = s.find_first_not_of(space);
-  if (first == std::string_view::npos)
-    return {};
-  auto last = s.find_last_not_of(space);
-  return s.substr(first, last - first + 1);
-}
-
-} // namespace
 
 bwrap_options bwrap_options_for(const box_config& config, const host_options& host) {
   auto local = resolve_local(config.local);
@@ -47,7 +35,7 @@ bwrap_options bwrap_options_for(const box_config& config, const host_options& ho
 }
 
 backend_choice select_backend(const box_config& config, const host_options& host) {
-  auto requested = strip(config.backend);
+  auto requested = py::strip(config.backend);
   if (requested == "scripted")
     return {std::make_shared<scripted_backend>(config.scripted), "scripted", ""};
   auto local = resolve_local(config.local);

@@ -3,6 +3,8 @@
 #include "backends/scripted.hpp"
 #include "backends/managed.hpp"
 #include "backends/output.hpp"
+#include "backends/readiness_keys.hpp"
+#include "messages/base/pytext.hpp"
 
 #include <array>
 #include <atomic>
@@ -14,20 +16,16 @@ namespace boxrt {
 
 namespace {
 
-/// Readiness keys every backend reports (backends-and-skills.md §4.1, plus boxrt's
-/// resource_limits).
-constexpr std::array<std::string_view, 9> readiness_keys{
-  "cgroup_v2",           "resource_limits",          "namespace_isolation",
-  "mount_isolation",     "network_isolation",        "hard_workspace_quota",
-  "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota",
-};
-
 /// Splits "verb rest" at the first whitespace; `rest` keeps its inner spacing.
 std::pair<std::string_view, std::string_view> split_verb(std::string_view cmd) noexcept {
   size_t i = 0;
-  while (i < cmd.size() && !is_space(cmd[i]))
-    ++i;
-  return {cmd.substr(0, i), lstrip(cmd.substr(i))};
+  while (i < cmd.size()) {
+    size_t next = i;
+    if (py::isspace(py::decode_utf8(cmd, next)))
+      break;
+    i = next;
+  }
+  return {cmd.substr(0, i), py::lstrip(cmd.substr(i))};
 }
 
 /// A session of the scripted backend. `interrupt` wakes its execs blocked in `gate`;
@@ -89,7 +87,7 @@ readiness_report scripted_backend::probe_readiness(const std::string&, bool) {
   report.isolating = false;
   std::lock_guard lock{mtx_};
   report.available = config_.available;
-  for (auto key : readiness_keys) {
+  for (auto key : backend_readiness_keys) {
     auto ready = false;
     for (const auto& k : config_.ready_keys)
       if (k == key)
@@ -132,7 +130,7 @@ result<exec_result> scripted_backend::exec(backend_session& session, const box_s
   auto* self = dynamic_cast<scripted_session*>(&session);
   if (self == nullptr)
     return make_box_error(ec::box_error, "scripted backend got a session of another backend");
-  auto cmd = strip(spec.cmd);
+  auto cmd = py::strip(spec.cmd);
   auto [verb, arg] = split_verb(cmd);
   exec_result out;
   out.session_id = spec.session_id;
@@ -166,7 +164,7 @@ result<exec_result> scripted_backend::exec(backend_session& session, const box_s
     out.stdout_text = clip_output(arg, limits.max_output_bytes);
   } else if (verb == "fail") {
     int64_t code = 1;
-    auto digits = strip(arg);
+    auto digits = py::strip(arg);
     auto [end, errc] = std::from_chars(digits.data(), digits.data() + digits.size(), code);
     if (errc != std::errc{} || end != digits.data() + digits.size())
       code = 1;
@@ -183,7 +181,7 @@ result<exec_result> scripted_backend::exec(backend_session& session, const box_s
     out.exit_code = 1;
   } else if (verb == "bytes") {
     size_t n = 0;
-    auto digits = strip(arg);
+    auto digits = py::strip(arg);
     std::from_chars(digits.data(), digits.data() + digits.size(), n);
     n = std::min<size_t>(n, static_cast<size_t>(limits.max_output_bytes) + 1);
     out.stdout_text = clip_output(std::string(n, 'x'), limits.max_output_bytes);

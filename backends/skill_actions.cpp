@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include "backends/transfer_store.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/json.hpp"
 
 namespace boxrt {
@@ -146,7 +147,7 @@ result<std::string> run(skills::store& store, const skill_job& job, dom::object 
     if (!req)
       return wrap(req.error());
     if (job.admission) {
-      if (!json::strip(req->package_root).empty())
+      if (!py::strip(req->package_root).empty())
         return box_error{ec::admission, "Cloud skill package_root is runtime-owned"};
       req->package_root.clear();
     }

@@ -29,6 +29,7 @@
 #include "backends/linux/beneath.hpp"
 #include "backends/session_dir.hpp"
 #include "backends/skill_zip.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/json.hpp"
 #include "messages/time.hpp"
 
@@ -49,62 +50,10 @@ box_error os_error(int err, const std::string& path) {
 
 // --- UTF-8 and Python str semantics -------------------------------------------------
 
-constexpr char32_t bad_cp = 0xFFFFFFFF;
-
-/// Decodes one code point strictly (no overlongs, surrogates or > U+10FFFF), advancing
-/// `i`; returns bad_cp and advances one byte on malformed input.
-char32_t decode(std::string_view s, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  }
-  size_t len = 0;
-  char32_t cp = 0;
-  char32_t min = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2, cp = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, cp = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, cp = b0 & 0x07, min = 0x10000;
-  } else {
-    ++i;
-    return bad_cp;
-  }
-  if (i + len > s.size()) {
-    ++i;
-    return bad_cp;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) {
-      ++i;
-      return bad_cp;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++i;
-    return bad_cp;
-  }
-  i += len;
-  return cp;
-}
-
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();)
-    if (decode(s, i) == bad_cp)
-      return false;
-  return true;
-}
-
-size_t count_code_points(std::string_view s) {
-  size_t n = 0;
-  for (size_t i = 0; i < s.size(); ++n)
-    decode(s, i);
-  return n;
-}
+using py::bad_code_point;
+using py::decode_utf8;
+using py::valid_utf8;
+using py::code_points;
 
 /// Letters and digits of every script, via iswalnum in the C.UTF-8 locale (glibc's
 /// full Unicode table); ASCII only if that locale is missing.
@@ -112,38 +61,9 @@ bool is_alnum(char32_t cp) {
   static const locale_t utf8 = ::newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
   if (cp < 0x80)
     return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
-  if (cp == bad_cp || utf8 == locale_t{})
+  if (cp == bad_code_point || utf8 == locale_t{})
     return false;
   return ::iswalnum_l(static_cast<wint_t>(cp), utf8) != 0;
-}
-
-/// Python's str.isspace().
-bool is_space(char32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85
-         || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028
-         || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-/// Python's str.strip() without arguments.
-std::string_view py_strip(std::string_view s) {
-  size_t begin = 0;
-  while (begin < s.size()) {
-    size_t next = begin;
-    if (!is_space(decode(s, next)))
-      break;
-    begin = next;
-  }
-  size_t end = s.size();
-  while (end > begin) {
-    size_t start = end - 1;
-    while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
-      --start;
-    size_t probe = start;
-    if (!is_space(decode(s, probe)) || probe != end)
-      break;
-    end = start;
-  }
-  return s.substr(begin, end - begin);
 }
 
 /// Python's str.strip(chars) for ASCII `chars`.
@@ -177,7 +97,7 @@ std::vector<std::string_view> split_lines(std::string_view s) {
   size_t start = 0;
   for (size_t i = 0; i < s.size();) {
     size_t next = i;
-    const char32_t cp = decode(s, next);
+    const char32_t cp = decode_utf8(s, next);
     const bool boundary = cp == '\n' || cp == '\v' || cp == '\f' || cp == 0x1C || cp == 0x1D
                           || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     i = next;
@@ -196,7 +116,7 @@ std::string safe_target_chars(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
     const size_t begin = i;
-    const char32_t cp = decode(s, i);
+    const char32_t cp = decode_utf8(s, i);
     if (cp == '-' || cp == '_' || is_alnum(cp))
       out.append(s.substr(begin, i - begin));
     else
@@ -388,12 +308,12 @@ result<std::string> scoped_root(std::string_view skills_root, std::string_view n
 }
 
 result<std::string> validate_name(std::string_view raw) {
-  auto name = py_strip(raw);
+  auto name = py::strip(raw);
   if (name.empty())
     return invalid("Skill name is required");
   bool any = false;
   for (size_t i = 0; i < name.size();) {
-    const char32_t cp = decode(name, i);
+    const char32_t cp = decode_utf8(name, i);
     if (cp == '-' || cp == '_')
       continue;
     if (!is_alnum(cp))
@@ -402,7 +322,7 @@ result<std::string> validate_name(std::string_view raw) {
   }
   if (!any)
     return invalid("Skill name can only contain letters, numbers, hyphens and underscores");
-  if (count_code_points(name) > limits::name_chars)
+  if (code_points(name) > limits::name_chars)
     return invalid("Skill name cannot exceed 64 characters");
   return std::string{name};
 }
@@ -413,10 +333,10 @@ result<frontmatter> parse_frontmatter(std::string_view content) {
   if (!content.starts_with("---"))
     return out;
   auto lines = split_lines(content);
-  if (lines.empty() || py_strip(lines[0]) != "---")
+  if (lines.empty() || py::strip(lines[0]) != "---")
     return out;
   for (size_t i = 1; i < lines.size(); ++i) {
-    if (py_strip(lines[i]) != "---")
+    if (py::strip(lines[i]) != "---")
       continue;
     std::string meta;
     for (size_t k = 1; k < i; ++k)
@@ -448,14 +368,14 @@ std::string build_skill_md(const std::vector<std::pair<std::string, std::string>
   emitter << YAML::BeginMap;
   bool any = false;
   for (const auto& [key, value] : fields) {
-    if (py_strip(value).empty())
+    if (py::strip(value).empty())
       continue;
     any = true;
     emitter << YAML::Key << key << YAML::Value;
     // Quote whatever a YAML 1.1 loader would not read back as this very string.
     // Control characters are escaped on one line, so no value can forge a "---" line.
     const bool needs_quotes =
-        classify_plain(value) != plain_kind::string || value != py_strip(value)
+        classify_plain(value) != plain_kind::string || value != py::strip(value)
         || std::any_of(value.begin(), value.end(),
                        [](char c) { return static_cast<unsigned char>(c) < 0x20; });
     if (needs_quotes)
@@ -466,7 +386,7 @@ std::string build_skill_md(const std::vector<std::pair<std::string, std::string>
   if (!any)
     return std::string{instructions};
   std::string out = "---\n";
-  out += py_strip(emitter.c_str());
+  out += py::strip(emitter.c_str());
   out += "\n---\n\n";
   out += instructions;
   return out;
@@ -639,8 +559,8 @@ result<skill> load_package(const tree& t, const found_package& found) {
   if (!name)
     return name.error();
   s.name = *name;
-  s.display_name = py_strip(fm->display_name.value_or(fm->name.value_or(dir_name)));
-  s.description = py_strip(fm->description.value_or(""));
+  s.display_name = py::strip(fm->display_name.value_or(fm->name.value_or(dir_name)));
+  s.description = py::strip(fm->description.value_or(""));
   s.instructions = std::move(fm->instructions);
   for (const char* marker : {"requirements.txt", "pyproject.toml", "setup.py", "setup.cfg"})
     s.python_project = s.python_project || has_marker(pkg.get(), marker, false);
@@ -704,14 +624,14 @@ std::string strip_extension(const std::string& base) {
 }
 
 std::string target_stem(const std::string& filename) {
-  auto stem = strip_extension(basename(py_strip(filename)));
+  auto stem = strip_extension(basename(py::strip(filename)));
   auto safe = std::string{strip_chars(safe_target_chars(stem), "-_")};
   return safe.empty() ? "uploaded-skill" : safe;
 }
 
 /// `raw` trimmed, backslashes as slashes, outer slashes stripped.
 std::string clean_relative(std::string_view raw) {
-  std::string s{py_strip(raw)};
+  std::string s{py::strip(raw)};
   std::replace(s.begin(), s.end(), '\\', '/');
   return std::string{strip_chars(s, "/")};
 }
@@ -984,7 +904,7 @@ namespace {
 std::string create_field(const text_field& requested, const std::optional<skill>& imported,
                          std::string skill::*member) {
   const bool given = requested && *requested;
-  if (!given || (imported && py_strip(**requested).empty()))
+  if (!given || (imported && py::strip(**requested).empty()))
     return imported ? (*imported).*member : std::string{};
   return **requested;
 }
@@ -1005,7 +925,7 @@ result<skill> store::create(const create_request& req) {
     return t.error();
   std::string target = *name;
   std::optional<skill> imported;
-  const auto requested_root = std::string{py_strip(req.package_root)};
+  const auto requested_root = std::string{py::strip(req.package_root)};
   if (!requested_root.empty()) {
     // Scoped store: a package is only ever registered in place, never copied in.
     auto rel = relative_in(*t, requested_root);
@@ -1047,10 +967,10 @@ result<skill> store::update(const std::string& name, const create_request& req) 
   if (!*current)
     return invalid("Skill \"" + name + "\" not found");
   const auto& s = **current;
-  const auto requested_name = py_strip(req.name.empty() ? s.name : req.name);
+  const auto requested_name = py::strip(req.name.empty() ? s.name : req.name);
   if (requested_name != s.name)
     return invalid("Renaming skills is not supported");
-  const auto requested_root = py_strip(req.package_root);
+  const auto requested_root = py::strip(req.package_root);
   if (!requested_root.empty() && realpath_py(requested_root) != realpath_py(s.package_root))
     return invalid("Updating package_root is not supported; recreate the skill to import a "
                    "different package");
@@ -1142,7 +1062,7 @@ result<resolved_path> resolve_in_package(const std::string& store_root, const sk
   if (s.package_root.empty())
     return invalid("Skill \"" + s.name + "\" has no package_root");
   resolved_path out;
-  out.given = py_strip(path);
+  out.given = py::strip(path);
   if (out.given.empty())
     out.given = ".";
   if (out.given.starts_with("/"))

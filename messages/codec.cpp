@@ -12,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "messages/base/pytext.hpp"
 #include "messages/python_json.hpp"
 #include "messages/time.hpp"
 
@@ -25,7 +26,8 @@ using simdjson::dom::element_type;
 using simdjson::dom::object;
 
 using maybe_error = std::optional<box_error>;
-using json::strip;
+using py::code_points;
+using py::strip;
 
 constexpr auto ok = simdjson::SUCCESS;
 
@@ -79,46 +81,6 @@ bool read_number(const element& e, double& out) {
       return true;
     default: return false;
   }
-}
-
-/// Number of Unicode code points of valid UTF-8 text.
-size_t code_points(std::string_view s) noexcept {
-  size_t n = 0;
-  for (char c : s)
-    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80)
-      ++n;
-  return n;
-}
-
-/// Python's repr() of a str, for messages that quote a name as the reference does.
-std::string py_repr(std::string_view s) {
-  const char q = (s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos)
-                   ? '"'
-                   : '\'';
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out += q;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (ch == q || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\r') {
-      out += "\\r";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 0xF];
-    } else {
-      out += ch;
-    }
-  }
-  out += q;
-  return out;
 }
 
 /// A lower bound as the reference words it: "must be greater than or equal to N"
@@ -971,7 +933,7 @@ result<entitlement_snapshot> decode_entitlement_snapshot(const element& data) {
         return r.fail("Entitlement feature names must be non-empty");
       bool enabled = false;
       if (field.value.get_bool().get(enabled) != ok)
-        return r.fail("Entitlement feature " + py_repr(field.key) + " must be a boolean");
+        return r.fail("Entitlement feature " + py::repr(field.key) + " must be a boolean");
       s.features[std::string{field.key}] = enabled;
     }
   }
@@ -985,7 +947,7 @@ result<entitlement_snapshot> decode_entitlement_snapshot(const element& data) {
         return r.fail("Entitlement limit names must be non-empty");
       int64_t value = 0;
       if (read_int(field.value, value) != int_read::ok || value < 0)
-        return r.fail("Entitlement limit " + py_repr(field.key) + " must be a non-negative integer");
+        return r.fail("Entitlement limit " + py::repr(field.key) + " must be a non-negative integer");
       s.limits[std::string{field.key}] = value;
     }
   }

@@ -56,6 +56,11 @@ enum class ec : uint8_t {
 std::string_view wire_class(ec code) noexcept;
 
 /// An error value: class and the exact message text.
+/// The error text of a request the runtime refuses or abandons because it is shutting
+/// down (BoxRuntimeUnavailableError, protocol.md §4.10.3). The WebSocket close reason
+/// of shutdown is a different text (net::shutdown_close_reason).
+inline constexpr const char* shutting_down_text = "Box runtime is shutting down";
+
 struct box_error {
   ec code = ec::none;
   std::string message;

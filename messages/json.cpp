@@ -71,10 +71,6 @@ size_t append_sequence(std::string& out, std::string_view text) {
   return len;
 }
 
-bool is_ascii_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 /// Renders a finite double the way Python's repr() does: shortest round-trip digits,
 /// fixed notation for decimal exponents in [-4, 16), else "1e+16" / "1.5e-05".
 void append_double(std::string& out, double v) {
@@ -222,14 +218,6 @@ std::string sanitize_utf8(std::string_view text) {
   for (size_t i = 0; i < text.size();)
     i += append_sequence(out, text.substr(i));
   return out;
-}
-
-std::string_view strip(std::string_view text) noexcept {
-  while (!text.empty() && is_ascii_space(text.front()))
-    text.remove_prefix(1);
-  while (!text.empty() && is_ascii_space(text.back()))
-    text.remove_suffix(1);
-  return text;
 }
 
 void writer::before_value() {

@@ -52,10 +52,6 @@ std::string float_repr(double v);
 /// Replaces invalid UTF-8 sequences in `text` by U+FFFD.
 std::string sanitize_utf8(std::string_view text);
 
-/// Strips ASCII and Unicode-space-like whitespace the way Python's str.strip() does
-/// for the characters that occur in practice (ASCII whitespace).
-std::string_view strip(std::string_view text) noexcept;
-
 /// The value of one hex digit (either case), or -1.
 constexpr int hex_digit(char c) noexcept {
   if (c >= '0' && c <= '9')

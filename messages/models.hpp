@@ -301,6 +301,10 @@ struct box_config {
   std::string admission_error;
   scripted_config scripted;
 
+  /// Grant-enforced mode: required by policy, or forced by a malformed admission
+  /// section (fail closed). The one definition of "is admission mode on".
+  bool admission_mode() const noexcept { return admission.required || !admission_error.empty(); }
+
   friend bool operator==(const box_config&, const box_config&) = default;
 };
 

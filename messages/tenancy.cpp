@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include "messages/json.hpp"
+#include "messages/base/pytext.hpp"
 
 namespace boxrt {
 
@@ -45,7 +46,7 @@ std::string runtime_namespace(std::string_view instance_uuid, std::string_view w
 }
 
 result<std::string> safe_session_suffix(std::string_view logical) {
-  const std::string_view stripped = json::strip(logical);
+  const std::string_view stripped = py::strip(logical);
   if (stripped.empty())
     return box_error{ec::value, "Box session_id must not be empty"};
   std::string safe;

@@ -189,11 +189,11 @@ caf::behavior connection(connection_ptr self, connection_args args) {
       st.closing = true;
       // Every request gets an answer while the socket is still open (README §4.5).
       for (auto& [token, seq_id] : st.inflight)
-        send_error(self, seq_id, ec::runtime_unavailable, shutdown_reason);
+        send_error(self, seq_id, ec::runtime_unavailable, shutting_down_text);
       st.inflight.clear();
       report_inflight(self);
       if (st.args.out)
-        st.args.out->close(1001, shutdown_reason);
+        st.args.out->close(1001, shutdown_close_reason);
       self->quit();
     },
   };

@@ -81,13 +81,14 @@ struct connection_args {
 /// Spawns the actor of one connection. Messages it takes:
 /// - `(frame_atom, std::string)`: one inbound TEXT message;
 /// - `(shutdown_atom)`: the server stops: in-flight requests are answered with
-///   `BoxRuntimeUnavailableError: Box runtime shutting down`, the socket is closed with
+///   `BoxRuntimeUnavailableError: Box runtime is shutting down`, the socket is closed with
 ///   1001 and the actor quits.
 /// An exit message (the socket closed) makes it quit; replies still pending are then
 /// dropped. On exit its transfer directory is removed on the worker pool.
 caf::actor spawn_connection(caf::actor_system& sys, connection_args args);
 
-/// The close reason of server shutdown (protocol.md §4.10.4).
-inline constexpr const char* shutdown_reason = "Box runtime shutting down";
+/// The close reason of server shutdown (protocol.md §4.10.4); not an error text, see
+/// shutting_down_text for that.
+inline constexpr const char* shutdown_close_reason = "Box runtime shutting down";
 
 } // namespace boxrt::net

@@ -24,6 +24,7 @@
 #include "actors/caf_support.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/transfer_store.hpp"
+#include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
 #include "messages/json.hpp"
@@ -100,12 +101,6 @@ bool read_integer(const element& e, __int128& out) {
     case element_type::UINT64: out = e.get_uint64().value_unsafe(); return true;
     default: return false;
   }
-}
-
-size_t code_points(std::string_view s) noexcept {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
 }
 
 std::string trusted_instance(const connection_env& env) {
@@ -211,7 +206,7 @@ void name_or_null(json::writer& w, const std::string& name) {
 }
 
 bool admission_configured(const instance_settings& s) {
-  return s.config.admission.required || !s.config.admission_error.empty();
+  return s.config.admission_mode();
 }
 
 bool instance_ready(const instance_settings& s) {
@@ -322,45 +317,6 @@ void do_backend_info(connection_env& env, const element&, const action_context*,
     w.end_object();
     done(success(w.take()));
   });
-}
-
-bool path_under(const std::string& path, const std::string& root) {
-  return path == root
-         || (path.size() > root.size() && path.compare(0, root.size(), root) == 0
-             && path[root.size()] == '/');
-}
-
-/// protocol.md §4.10.2 step 8, on a resolved box.local (blocking: call on the pool).
-box_error ensure_default_workspace(const local_config& local) {
-  namespace fs = std::filesystem;
-  const auto& path = local.default_workspace;
-  if (path.empty())
-    return {};
-  std::error_code err;
-  if (fs::is_directory(path, err))
-    return {};
-  if (fs::exists(path, err))
-    return {ec::validation,
-            "box.local.default_workspace must point to a directory on the Box runtime host"};
-  if (local.allowed_mount_roots.empty())
-    return {ec::validation, "box.local.default_workspace cannot be created because no "
-                            "allowed_mount_roots are configured"};
-  for (const auto& root : local.allowed_mount_roots) {
-    if (!path_under(path, root))
-      continue;
-    fs::create_directories(path, err);
-    if (err && !fs::is_directory(path))
-      return {ec::validation,
-              "box.local.default_workspace cannot be created: " + err.message()};
-    return {};
-  }
-  std::string joined;
-  for (const auto& root : local.allowed_mount_roots) {
-    if (!joined.empty())
-      joined += ", ";
-    joined += root;
-  }
-  return {ec::validation, "box.local.default_workspace is outside allowed_mount_roots: " + joined};
 }
 
 void do_init(connection_env& env, const element& data, const action_context*, done_fn done) {
@@ -502,7 +458,7 @@ void do_verify(connection_env& env, const element& data, const action_context*, 
   if (auto v = lookup(data, "marker_name")) {
     std::string_view s;
     if (v->get_string().get(s) == json_ok)
-      name = std::string{json::strip(s)};
+      name = std::string{py::strip(s)};
   }
   if (!valid_probe_name(name))
     return done(failure({ec::readiness, "Invalid Box shared Workspace probe basename"}));
@@ -610,7 +566,7 @@ void do_file_chunk(connection_env& env, const element& data, const action_contex
   if (!amount_v)
     return done(failure(key_error("chunk_amount")));
   std::string_view b64;
-  if (b64_v->get_string().get(b64) != json_ok || code_points(b64) > file_chunk_base64_chars)
+  if (b64_v->get_string().get(b64) != json_ok || py::code_points(b64) > file_chunk_base64_chars)
     return invalid("File transfer chunk exceeds the protocol limit");
   __int128 index = 0;
   __int128 amount = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/json.hpp"
 #include "messages/python_json.hpp"
@@ -78,52 +79,12 @@ fields collect(const dom::object& obj, const std::vector<py::member>* members) {
   return f;
 }
 
-bool is_whitespace(uint32_t cp) noexcept {
-  // Unicode White_Space, as Rust's str::trim (pydantic-core) strips it.
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680
-         || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F
-         || cp == 0x205F || cp == 0x3000;
-}
-
-/// Length of the UTF-8 sequence that starts with byte `b`.
-size_t sequence_length(unsigned char b) noexcept {
-  return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-}
-
-uint32_t decode_at(std::string_view s, size_t i) noexcept {
-  const auto b = static_cast<unsigned char>(s[i]);
-  const size_t len = sequence_length(b);
-  uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-  for (size_t k = 1; k < len && i + k < s.size(); ++k)
-    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  return cp;
-}
-
-/// `s` without the Unicode whitespace around it.
-std::string_view trim(std::string_view s) {
-  while (!s.empty()) {
-    const size_t len = sequence_length(static_cast<unsigned char>(s[0]));
-    if (!is_whitespace(decode_at(s, 0)))
-      break;
-    s.remove_prefix(std::min(len, s.size()));
-  }
-  while (!s.empty()) {
-    size_t start = s.size() - 1;
-    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
-      --start;
-    if (!is_whitespace(decode_at(s, start)))
-      break;
-    s.remove_suffix(s.size() - start);
-  }
-  return s;
-}
-
 enum class int_text { ok, invalid, too_long };
 
 /// pydantic's lax int from a str: trimmed, an optional sign, digits with single
 /// underscores between them, optionally a '.' and zeros; at most 4300 digits.
 int_text parse_int_text(std::string_view s) {
-  s = trim(s);
+  s = boxrt::py::trim_white_space(s);
   if (!s.empty() && (s[0] == '+' || s[0] == '-'))
     s.remove_prefix(1);
   if (auto dot = s.find('.'); dot != std::string_view::npos) {

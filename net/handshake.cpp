@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 
 #include "messages/json.hpp"
+#include "messages/base/pytext.hpp"
 
 namespace boxrt::net {
 
@@ -22,12 +23,6 @@ bool valid_instance_id(std::string_view id) {
     if (!alnum(c) && c != '.' && c != '_' && c != ':' && c != '-')
       return false;
   return true;
-}
-
-bool python_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0
-         || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029
-         || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::optional<std::string> percent_decode(std::string_view in) {
@@ -76,7 +71,7 @@ std::optional<std::pair<std::string, std::string>> relay_target(std::string_view
 }
 
 std::optional<int64_t> canonical_generation(std::string_view text) {
-  text = json::strip(text);
+  text = py::strip(text);
   if (text.empty() || text.size() > 18 || text.front() == '0')
     return std::nullopt;
   int64_t n = 0;
@@ -91,7 +86,7 @@ std::optional<int64_t> canonical_generation(std::string_view text) {
 bool offers_mcp(std::string_view header) {
   while (!header.empty()) {
     auto comma = header.find(',');
-    if (json::strip(header.substr(0, comma)) == "mcp")
+    if (py::strip(header.substr(0, comma)) == "mcp")
       return true;
     if (comma == std::string_view::npos)
       break;
@@ -105,13 +100,13 @@ std::optional<std::string> check_relay_headers(const relay_headers& h, std::stri
                                                std::string process, relay_request& out) {
   if (!token.empty() && (!h.token || !constant_time_equal(*h.token, token)))
     return "missing or wrong control token";
-  auto instance = std::string{json::strip(h.instance)};
+  auto instance = std::string{py::strip(h.instance)};
   if (!valid_instance_id(instance))
     return "missing or malformed instance id";
   // The relay never pins: an RPC handshake must have done so.
   if (pinned.empty() || !constant_time_equal(pinned, instance))
     return "instance " + instance + " is not the pinned instance";
-  auto workspace = std::string{json::strip(h.workspace)};
+  auto workspace = std::string{py::strip(h.workspace)};
   size_t chars = 0;
   for_each_code_point(workspace, [&](uint32_t) { ++chars; });
   if (chars == 0 || chars > 256)

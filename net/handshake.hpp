@@ -36,9 +36,6 @@ void for_each_code_point(std::string_view s, F&& f) {
   }
 }
 
-/// Python's str.isspace() for one code point.
-bool python_space(uint32_t cp);
-
 /// One path segment with its %XX escapes decoded (as the reference's router does);
 /// nullopt for a malformed escape.
 std::optional<std::string> percent_decode(std::string_view in);

@@ -36,6 +36,7 @@
 #include "messages/json.hpp"
 #include "net/connection.hpp"
 #include "net/handshake.hpp"
+#include "messages/base/pytext.hpp"
 
 namespace boxrt::net {
 
@@ -541,7 +542,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
       if (s->actor_ && !s->finished_)
         caf::anon_send(s->actor_, shutdown_atom_v);
       else
-        s->request_close(1001, shutdown_reason);
+        s->request_close(1001, shutdown_close_reason);
     });
   }
 
@@ -898,7 +899,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   }
 
   void shutdown() override {
-    asio::post(ws_.get_executor(), [s = self()] { s->request_close(1001, shutdown_reason); });
+    asio::post(ws_.get_executor(), [s = self()] { s->request_close(1001, shutdown_close_reason); });
   }
 
   void force_close() override {
@@ -1303,7 +1304,7 @@ class http_session final : public session_base {
         return;
       }
     }
-    auto instance = std::string{json::strip(sv(req[instance_header]))};
+    auto instance = std::string{py::strip(sv(req[instance_header]))};
     if (!valid_instance_id(instance)) {
       spdlog::warn("net: {}: RPC handshake refused: missing or malformed instance id", peer_);
       unauthorized();
@@ -1322,7 +1323,7 @@ class http_session final : public session_base {
     }
     if (srv_.stopping) {
       write(make_response(http::status::service_unavailable, req.version(), false,
-                          "text/plain", shutdown_reason));
+                          "text/plain", shutdown_close_reason));
       return;
     }
     if (!srv_.reserve_connection()) {
@@ -1445,7 +1446,7 @@ class http_session final : public session_base {
     }
     if (srv_.stopping) {
       write(make_response(http::status::service_unavailable, req.version(), false,
-                          "text/plain", shutdown_reason));
+                          "text/plain", shutdown_close_reason));
       return;
     }
     if (!srv_.reserve_connection()) {
@@ -1516,8 +1517,7 @@ class http_session final : public session_base {
       // Nothing is ready before the directory's first probe has finished.
       const auto& st = info ? info->settings : instance_settings{};
       bool ready = st.probed && st.ready;
-      bool admission = st.admission_mode || st.config.admission.required
-                       || !st.config.admission_error.empty();
+      bool admission = st.admission_mode || st.config.admission_mode();
       w.key("ready").value(ready);
       w.key("mode").value(admission ? "grant_enforced" : "standard");
       w.key("backend").begin_object();

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "messages/base/pytext.hpp"
 #include "net/handshake.hpp"
 
 namespace boxrt::net {
@@ -39,7 +40,7 @@ std::string validate(const server_options& opts) {
     bool space = false;
     for_each_code_point(token, [&](uint32_t cp) {
       ++chars;
-      space = space || python_space(cp);
+      space = space || py::isspace(cp);
     });
     if (chars < 32 || space)
       return "LANGBOT_BOX_CONTROL_TOKEN must be a non-whitespace secret of at least 32 characters";

@@ -11,6 +11,7 @@
 #include "actors/actors.hpp"
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
+#include "backends/readiness_keys.hpp"
 #include "backends/scripted.hpp"
 #include "messages/codec.hpp"
 #include "messages/tenancy.hpp"
@@ -42,9 +43,7 @@ inline admission_policy cloud_policy() {
 }
 
 inline std::vector<std::string> all_ready_keys() {
-  return {"cgroup_v2", "resource_limits", "namespace_isolation", "mount_isolation",
-          "network_isolation", "hard_workspace_quota", "hard_skill_storage_quota",
-          "bounded_ephemeral_storage", "inode_quota"};
+  return {backend_readiness_keys.begin(), backend_readiness_keys.end()};
 }
 
 inline entitlement_snapshot snapshot(const std::string& ws, int64_t rev, bool eligible,

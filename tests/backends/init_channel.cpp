@@ -100,6 +100,12 @@ BOOST_AUTO_TEST_CASE(negative_totals_and_durations_are_refused) {
   BOOST_TEST(!init_channel::accept_reply(payload_of(r), 1024));
 }
 
+BOOST_AUTO_TEST_CASE(captured_output_is_stripped_as_python_strips_decoded_text) {
+  // The reference strips the decoded str: Unicode spaces and U+001C..U+001F go too.
+  BOOST_CHECK_EQUAL(clip_output("\xc2\xa0 hi \xe3\x80\x80\x1f\n", 100), "hi");
+  BOOST_CHECK_EQUAL(clip_output("\xe2\x80\x8bhi", 100), "\xe2\x80\x8bhi");
+}
+
 BOOST_AUTO_TEST_CASE(clipping_counts_the_kept_bytes_whatever_the_total_says) {
   auto out = clip_captured(std::string(100, 'a'), 0, 10);
   BOOST_TEST(out.rfind("aaaaaaaaaa\n... [raw output clipped at 10 bytes, 90 bytes discarded]", 0) == 0);

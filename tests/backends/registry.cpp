@@ -37,6 +37,8 @@ BOOST_AUTO_TEST_CASE(scripted_name_selects_the_scripted_backend_with_its_config)
 
 BOOST_AUTO_TEST_CASE(surrounding_whitespace_in_the_name_is_ignored) {
   BOOST_TEST(select("  scripted \n").name == "scripted");
+  // str.strip() removes Unicode spaces too (no-break space, ideographic space).
+  BOOST_TEST(select("\xc2\xa0scripted\xe3\x80\x80").name == "scripted");
 }
 
 BOOST_AUTO_TEST_CASE(default_auto_and_local_mean_bwrap) {

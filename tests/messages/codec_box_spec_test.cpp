@@ -22,6 +22,16 @@ void check_spec_error(std::string_view extra, std::string_view message) {
 
 BOOST_AUTO_TEST_SUITE(box_spec_suite)
 
+BOOST_AUTO_TEST_CASE(fields_are_stripped_as_pythons_str_strip_does) {
+  // No-break space, ideographic space and U+001F are whitespace to str.strip().
+  const auto s = check_ok(spec_from(
+    "{\"session_id\":\"\xc2\xa0s1\xe3\x80\x80\",\"cmd\":\"\\u001f ls\\u2028\","
+    "\"workdir\":\"\xc2\xa0/workspace/x\xc2\xa0\"}"));
+  BOOST_CHECK_EQUAL(s.session_id, "s1");
+  BOOST_CHECK_EQUAL(s.cmd, "ls");
+  BOOST_CHECK_EQUAL(s.workdir, "/workspace/x");
+}
+
 BOOST_AUTO_TEST_CASE(a_minimal_spec_gets_the_reference_defaults) {
   const auto s = check_ok(spec_from(R"({"session_id":" s1 ","cmd":"  ls -la  "})"));
   BOOST_CHECK_EQUAL(s.session_id, "s1");

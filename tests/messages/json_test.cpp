@@ -88,11 +88,4 @@ BOOST_AUTO_TEST_CASE(invalid_utf8_becomes_one_replacement_per_maximal_subpart) {
   BOOST_CHECK_EQUAL(json::sanitize_utf8("plain \xC3\xA9"), "plain \xC3\xA9");
 }
 
-BOOST_AUTO_TEST_CASE(strip_removes_ascii_whitespace_from_both_ends_only) {
-  BOOST_CHECK_EQUAL(json::strip(" \t\n\r\f\vx y\v \n"), "x y");
-  BOOST_CHECK_EQUAL(json::strip("   "), "");
-  BOOST_CHECK_EQUAL(json::strip(""), "");
-  BOOST_CHECK_EQUAL(json::strip("\xC2\xA0x"), "\xC2\xA0x");
-}
-
 BOOST_AUTO_TEST_SUITE_END()
