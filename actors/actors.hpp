@@ -41,6 +41,9 @@ using session_actor = caf::typed_actor<
 /// lock). Replies with the action's data JSON.
 using skill_actor = caf::typed_actor<
   caf::replies_to<skill_atom, skill_job>::with<std::string>,
+  // The package root of the skill with this name (admission mode's skill mount); an
+  // unknown skill is an error. Queued with the jobs, so it sees every write before it.
+  caf::replies_to<resolve_atom, std::string>::with<std::string>,
   // Worker pool: the job with this token finished.
   caf::reacts_to<done_atom, uint64_t, skill_outcome>>;
 

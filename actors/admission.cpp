@@ -11,7 +11,7 @@
 #include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
-#include "messages/json.hpp"
+#include "messages/base/json.hpp"
 #include "messages/tenancy.hpp"
 
 namespace boxrt {

@@ -2,12 +2,23 @@
 // (category "boxrt", code = ec, context = the message text) and comes back out.
 #pragma once
 
+#include <chrono>
+
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
 #include "messages/error.hpp"
 
 namespace boxrt {
+
+/// Control requests between actors (a session slot, an eviction, a listing, a skill
+/// lookup) answer within this or fail with CAF's request_timeout; a lost reply then
+/// becomes an error instead of a request that waits for good.
+inline constexpr auto control_timeout = std::chrono::seconds{30};
+
+/// Stopping sessions (a revocation, an eviction's teardown, shutdown) includes tearing
+/// their sandboxes down, which is bounded by the kill and reap of every process.
+inline constexpr auto stop_timeout = std::chrono::seconds{120};
 
 /// Wraps a box_error for a CAF reply.
 caf::error to_caf_error(const box_error& err);

@@ -10,6 +10,7 @@
 
 #include "actors/admission.hpp"
 #include "actors/caf_support.hpp"
+#include "actors/pool_job.hpp"
 #include "actors/supervisor.hpp"
 #include "backends/mount_policy.hpp"
 
@@ -61,12 +62,8 @@ void submit_probe(self_ptr self) {
   if (st.probing)
     return;
   st.probing = true;
-  auto handle = caf::actor_cast<directory_actor>(self);
-  auto backend = st.args.backend;
-  auto config = st.settings.config;
-  auto name = st.args.backend_name;
-  auto reason = st.args.backend_reason;
-  st.args.pool->submit([handle, backend, config, name, reason] {
+  auto job = [backend = st.args.backend, config = st.settings.config, name = st.args.backend_name,
+              reason = st.args.backend_reason] {
     readiness_report report;
     std::string mount_error;
     bool admission = config.admission_mode();
@@ -79,8 +76,9 @@ void submit_probe(self_ptr self) {
       report.available = false;
       report.error = reason;
     }
-    caf::anon_send(handle, probed_atom_v, std::move(report), std::move(mount_error));
-  });
+    return std::tuple{std::move(report), std::move(mount_error)};
+  };
+  pool_job(*st.args.pool, caf::actor_cast<directory_actor>(self), std::move(job), probed_atom_v);
 }
 
 void schedule_probe(self_ptr self) {
@@ -130,7 +128,7 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
   a.instance_uuid = ws.substr(0, sep);
   a.workspace_uuid = ws.substr(sep + 1);
   a.directory_key = ws;
-  a.directory = caf::actor_cast<caf::actor>(self);
+  a.directory = caf::actor_cast<directory_actor>(self);
   a.settings = st.settings;
   a.backend = st.args.backend;
   a.pool = st.args.pool;
@@ -160,7 +158,7 @@ bool evict_one(self_ptr self) {
   st.supervisors.erase(i);
   st.by_addr.erase(sup.address());
   st.evicting.emplace(victim, std::vector<parked>{});
-  self->request(sup, caf::infinite, evict_atom_v)
+  self->request(sup, stop_timeout, evict_atom_v)
     .then(
       [self, victim, sup](bool left) {
         auto& st = self->state;
@@ -244,6 +242,23 @@ caf::result<Reply> forward(self_ptr self, const std::string& ws, Atom atom, Requ
   return rp;
 }
 
+/// The Workspace context of a tenant request.
+const action_context& ctx_of(const exec_request& r) { return r.ctx; }
+const action_context& ctx_of(const process_request& r) { return r.ctx; }
+const action_context& ctx_of(const skill_request& r) { return r.ctx; }
+const action_context& ctx_of(const session_request& r) { return r.ctx; }
+const action_context& ctx_of(const action_context& c) { return c; }
+
+/// Every tenant request: of the trusted instance, then to its workspace's supervisor.
+template <class Reply, class Atom, class Request>
+caf::result<Reply> forward_tenant(self_ptr self, Atom atom, Request& req) {
+  const auto& ctx = ctx_of(req);
+  if (auto err = check_instance(self, ctx.instance_uuid))
+    return to_caf_error(err);
+  auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
+  return forward<Reply>(self, ws, atom, std::move(req));
+}
+
 } // namespace
 
 directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
@@ -281,35 +296,20 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
     });
     submit_probe(self);
     return {
-      [self](exec_atom, exec_request& req) -> caf::result<exec_result> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<exec_result>(self, ws, exec_atom_v, std::move(req));
+      [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
+        return forward_tenant<exec_result>(self, atom, req);
       },
-      [self](create_atom, exec_request& req) -> caf::result<session_info> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<session_info>(self, ws, create_atom_v, std::move(req));
+      [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
+        return forward_tenant<session_info>(self, atom, req);
       },
-      [self](pstart_atom, process_request& req) -> caf::result<process_info> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<process_info>(self, ws, pstart_atom_v, std::move(req));
+      [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
+        return forward_tenant<process_info>(self, atom, req);
       },
-      [self](pget_atom, process_request& req) -> caf::result<process_info> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<process_info>(self, ws, pget_atom_v, std::move(req));
+      [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
+        return forward_tenant<process_info>(self, atom, req);
       },
-      [self](pstop_atom, process_request& req) -> caf::result<std::string> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<std::string>(self, ws, pstop_atom_v, std::move(req));
+      [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
+        return forward_tenant<std::string>(self, atom, req);
       },
       [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
         // An unknown workspace has no fence to hold: stale (401), and nothing is created.
@@ -321,35 +321,20 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
           return relay_verdict{401, {}};
         return self->delegate(i->second, relay_atom_v, std::move(req));
       },
-      [self](skill_atom, skill_request& req) -> caf::result<std::string> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<std::string>(self, ws, skill_atom_v, std::move(req));
+      [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
+        return forward_tenant<std::string>(self, atom, req);
       },
-      [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<session_info>(self, ws, caf::get_atom_v, std::move(req));
+      [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
+        return forward_tenant<session_info>(self, atom, req);
       },
-      [self](caf::delete_atom, session_request& req) -> caf::result<std::string> {
-        if (auto err = check_instance(self, req.ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(req.ctx.instance_uuid, req.ctx.workspace_uuid);
-        return forward<std::string>(self, ws, caf::delete_atom_v, std::move(req));
+      [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
+        return forward_tenant<std::string>(self, atom, req);
       },
-      [self](list_atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
-        if (auto err = check_instance(self, ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
-        return forward<std::vector<session_info>>(self, ws, list_atom_v, std::move(ctx));
+      [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
+        return forward_tenant<std::vector<session_info>>(self, atom, ctx);
       },
-      [self](status_atom, action_context& ctx) -> caf::result<status_info> {
-        if (auto err = check_instance(self, ctx.instance_uuid))
-          return to_caf_error(err);
-        auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
-        return forward<status_info>(self, ws, status_atom_v, std::move(ctx));
+      [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
+        return forward_tenant<status_info>(self, atom, ctx);
       },
       [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
         const auto& trusted = self->state.settings.trusted_instance;
@@ -462,7 +447,7 @@ directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
         auto remaining = std::make_shared<size_t>(st.supervisors.size());
         auto total = std::make_shared<int64_t>(0);
         for (auto& [ws, sup] : st.supervisors)
-          self->request(sup, caf::infinite, shutdown_atom_v)
+          self->request(sup, stop_timeout, shutdown_atom_v)
             .then(
               [rp, remaining, total](int64_t n) mutable {
                 *total += n;

@@ -8,9 +8,9 @@
 
 #include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
-#include "backends/admission_store.hpp"
+#include "backends/state/admission_store.hpp"
 #include "backends/backend.hpp"
-#include "backends/worker_pool.hpp"
+#include "messages/base/worker_pool.hpp"
 
 namespace caf {
 class actor_system;

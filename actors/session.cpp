@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/caf_support.hpp"
+#include "actors/pool_job.hpp"
 #include "backends/mount_policy.hpp"
 #include "messages/time.hpp"
 
@@ -174,19 +175,21 @@ void start_process(self_ptr self, process_spec spec, caf::typed_response_promise
     old = i->second.entry->process;
   st.process_jobs[token] = {spec.process_id, true, spec, slot, rp, {}};
   st.args.processes->begin_start();
-  auto handle = caf::actor_cast<session_actor>(self);
-  st.args.pool->submit([handle, box = st.box, backend = st.args.backend, spec, slot, old, token] {
-    process_outcome out;
-    if (old)
-      old->terminate(); // a running process of the same id is replaced (§4.7 step 5)
-    auto r = box->handle ? backend->start_managed_process(*box->handle, spec)
-                         : result<std::shared_ptr<managed_process>>{box_error{ec::box_error, "session is not running"}};
-    if (r)
-      *slot = std::move(r.value());
-    else
-      out.error = r.error();
-    caf::anon_send(handle, pdone_atom_v, token, std::move(out));
-  });
+  pool_job(
+    *st.args.pool, caf::actor_cast<session_actor>(self),
+    [box = st.box, backend = st.args.backend, spec, slot, old] {
+      process_outcome out;
+      if (old)
+        old->terminate(); // a running process of the same id is replaced (§4.7 step 5)
+      auto r = box->handle ? backend->start_managed_process(*box->handle, spec)
+                           : result<std::shared_ptr<managed_process>>{box_error{ec::box_error, "session is not running"}};
+      if (r)
+        *slot = std::move(r.value());
+      else
+        out.error = r.error();
+      return out;
+    },
+    pdone_atom_v, token);
 }
 
 box_error deleting_error(const session_state& st) {
@@ -196,17 +199,11 @@ box_error deleting_error(const session_state& st) {
 void submit_start(self_ptr self) {
   auto& st = self->state;
   st.current = session_state::phase::starting;
-  auto handle = caf::actor_cast<session_actor>(self);
-  auto box = st.box;
-  auto backend = st.args.backend;
-  auto spec = st.args.spec;
-  auto local = st.args.local;
-  st.args.pool->submit([handle, box, backend, spec, local] {
+  auto job = [box = st.box, backend = st.args.backend, spec = st.args.spec, local = st.args.local] {
     start_outcome out;
     if (auto err = check_spec_mounts(spec, local)) {
       out.error = std::move(err);
-      caf::anon_send(handle, started_atom_v, std::move(out));
-      return;
+      return out;
     }
     if (box->handle) {
       // A dead sandbox is replaced: stop what is left of it first.
@@ -220,8 +217,9 @@ void submit_start(self_ptr self) {
     } else {
       out.error = started.error();
     }
-    caf::anon_send(handle, started_atom_v, std::move(out));
-  });
+    return out;
+  };
+  pool_job(*st.args.pool, caf::actor_cast<session_actor>(self), std::move(job), started_atom_v);
 }
 
 void submit_stop(self_ptr self) {
@@ -229,14 +227,13 @@ void submit_stop(self_ptr self) {
   if (st.stop_submitted)
     return;
   st.stop_submitted = true;
-  auto handle = caf::actor_cast<session_actor>(self);
-  auto box = st.box;
-  auto backend = st.args.backend;
-  st.args.pool->submit([handle, box, backend] {
-    if (box->handle)
-      backend->stop_session(*box->handle);
-    caf::anon_send(handle, stopped_atom_v);
-  });
+  pool_job(
+    *st.args.pool, caf::actor_cast<session_actor>(self),
+    [box = st.box, backend = st.args.backend] {
+      if (box->handle)
+        backend->stop_session(*box->handle);
+    },
+    stopped_atom_v);
 }
 
 void schedule_reap(self_ptr self) {
@@ -285,29 +282,25 @@ void run_next(self_ptr self) {
   st.current = session_state::phase::running;
   st.running_token = st.next_token++;
   st.running_rp = std::move(next.rp);
-  auto handle = caf::actor_cast<session_actor>(self);
-  auto box = st.box;
-  auto backend = st.args.backend;
-  auto limits = st.args.limits;
-  auto token = st.running_token;
-  auto local = st.args.local;
-  st.args.pool->submit([handle, box, backend, limits, token, local, spec = std::move(next.spec)] {
+  auto job = [box = st.box, backend = st.args.backend, limits = st.args.limits,
+              local = st.args.local, spec = std::move(next.spec)] {
     exec_outcome out;
     // Skill mounts may change per exec on a warm session: every exec's mounts pass the
     // same policy as a start's (allowed roots, denylist), here off the actor thread.
     if (!spec.extra_mounts.empty())
       if (auto err = check_spec_mounts(spec, local)) {
         out.error = err;
-        caf::anon_send(handle, done_atom_v, token, std::move(out));
-        return;
+        return out;
       }
     auto r = backend->exec(*box->handle, spec, limits);
     if (r)
       out.result = std::move(r.value());
     else
       out.error = r.error();
-    caf::anon_send(handle, done_atom_v, token, std::move(out));
-  });
+    return out;
+  };
+  pool_job(*st.args.pool, caf::actor_cast<session_actor>(self), std::move(job), done_atom_v,
+           st.running_token);
 }
 
 void fail_pending(self_ptr self, const box_error& reason) {
@@ -425,7 +418,7 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
           spdlog::warn("session {}: backend start failed: {}", st.args.physical_id,
                        out.error.message);
           // The error goes to every waiting caller; the supervisor forgets us.
-          self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), closing_atom_v,
+          self->send(st.args.supervisor, closing_atom_v,
                      st.args.physical_id);
           st.current = session_state::phase::stopping;
           st.stop_reason = out.error;
@@ -464,7 +457,7 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
             // As the reference does: a timed-out command ends its session, and the
             // result is returned once the sandbox is gone.
             st.timed_out_result = std::move(out.result);
-            self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), closing_atom_v,
+            self->send(st.args.supervisor, closing_atom_v,
                        st.args.physical_id);
             begin_stop(self, deleting_error(st));
             submit_stop(self);
@@ -524,11 +517,13 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
         st.last_used = clock_type::now();
         auto token = st.next_token++;
         st.process_jobs[token] = {pid, false, {}, nullptr, {}, rp};
-        auto handle = caf::actor_cast<session_actor>(self);
-        st.args.pool->submit([handle, entry, token] {
-          entry->process->terminate();
-          caf::anon_send(handle, pdone_atom_v, token, process_outcome{});
-        });
+        pool_job(
+          *st.args.pool, caf::actor_cast<session_actor>(self),
+          [entry] {
+            entry->process->terminate();
+            return process_outcome{};
+          },
+          pdone_atom_v, token);
         return rp;
       },
       [self](pdone_atom, uint64_t token, process_outcome& out) {
@@ -591,7 +586,7 @@ session_actor spawn_session(caf::local_actor* parent, session_args args) {
             && st.process_jobs.empty() && idle_for >= std::chrono::seconds{st.args.ttl_sec}) {
           // The supervisor answers with a stop when nothing is in flight towards us;
           // otherwise a later command renews the timer.
-          self->send(caf::actor_cast<supervisor_actor>(st.args.supervisor), idle_atom_v,
+          self->send(st.args.supervisor, idle_atom_v,
                      st.args.physical_id, st.commands_seen);
           st.reap_scheduled = true;
           self->delayed_send(self, std::chrono::seconds{st.args.ttl_sec}, reap_atom_v);

@@ -8,7 +8,7 @@
 #include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
 #include "backends/backend.hpp"
-#include "backends/worker_pool.hpp"
+#include "messages/base/worker_pool.hpp"
 
 namespace boxrt {
 
@@ -16,7 +16,7 @@ namespace boxrt {
 struct session_args {
   backend_ptr backend;
   std::shared_ptr<worker_pool> pool;
-  caf::actor supervisor;      // receives closing/idle reports (supervisor_actor)
+  supervisor_actor supervisor;  // receives closing/idle reports
   std::string physical_id;
   std::string logical_id;
   box_spec spec;              // the spec of the first use (session_id = physical id)

@@ -7,8 +7,9 @@
 #include <caf/all.hpp>
 
 #include "actors/caf_support.hpp"
-#include "backends/skill_actions.hpp"
-#include "backends/transfer_store.hpp"
+#include "actors/pool_job.hpp"
+#include "backends/skills/skill_actions.hpp"
+#include "backends/state/transfer_store.hpp"
 
 namespace boxrt {
 
@@ -27,6 +28,8 @@ struct skill_state {
   struct pending {
     skill_job job;
     caf::typed_response_promise<std::string> rp;
+    /// Not empty: resolve the package root of this skill instead of running `job`.
+    std::string resolve;
   };
 
   /// What pool jobs share (one job runs at a time): the store and the storage lease.
@@ -57,8 +60,7 @@ void run_next(self_ptr self) {
   st.busy = true;
   st.running = st.next_token++;
   st.running_rp = std::move(next.rp);
-  auto handle = caf::actor_cast<skill_actor>(self);
-  st.pool->submit([handle, work = st.work, token = st.running, job = std::move(next.job)] {
+  auto run = [work = st.work, job = std::move(next.job), resolve = std::move(next.resolve)] {
     skill_outcome out;
     try {
       if (!work->storage_ready && work->backend) {
@@ -67,13 +69,13 @@ void run_next(self_ptr self) {
           if (!job.file_path.empty())
             remove_transfer_file(job.file_path);
           out.error = lease.error();
-          caf::anon_send(handle, done_atom_v, token, std::move(out));
-          return;
+          return out;
         }
         work->storage = std::move(lease.value());
         work->storage_ready = true;
       }
-      auto r = run_skill_action(*work->store, job);
+      auto r = resolve.empty() ? run_skill_action(*work->store, job)
+                               : work->store->resolve_package_root(resolve);
       if (r)
         out.data_json = std::move(r.value());
       else
@@ -81,8 +83,9 @@ void run_next(self_ptr self) {
     } catch (const std::exception& e) {
       out.error = box_error{ec::validation, e.what()};
     }
-    caf::anon_send(handle, done_atom_v, token, std::move(out));
-  });
+    return out;
+  };
+  pool_job(*st.pool, caf::actor_cast<skill_actor>(self), std::move(run), done_atom_v, st.running);
 }
 
 } // namespace
@@ -101,7 +104,15 @@ skill_actor spawn_skill_store(caf::local_actor* parent, std::string root,
       return {
         [self](skill_atom, skill_job& job) -> caf::typed_response_promise<std::string> {
           auto rp = self->make_response_promise<std::string>();
-          self->state.queue.push_back({std::move(job), rp});
+          self->state.queue.push_back({std::move(job), rp, {}});
+          run_next(self);
+          return rp;
+        },
+        [self](resolve_atom, std::string& name) -> caf::typed_response_promise<std::string> {
+          auto rp = self->make_response_promise<std::string>();
+          skill_job job;
+          job.admission = true;
+          self->state.queue.push_back({std::move(job), rp, std::move(name)});
           run_next(self);
           return rp;
         },

@@ -7,7 +7,7 @@
 
 #include "actors/actors.hpp"
 #include "backends/backend.hpp"
-#include "backends/worker_pool.hpp"
+#include "messages/base/worker_pool.hpp"
 
 namespace boxrt {
 

@@ -8,9 +8,9 @@
 
 #include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
-#include "backends/admission_store.hpp"
+#include "backends/state/admission_store.hpp"
 #include "backends/backend.hpp"
-#include "backends/worker_pool.hpp"
+#include "messages/base/worker_pool.hpp"
 
 namespace boxrt {
 
@@ -19,7 +19,7 @@ struct supervisor_args {
   std::string workspace_uuid;
   /// This supervisor's key in the directory (instance and workspace).
   std::string directory_key;
-  caf::actor directory;  // directory_actor: session slots and idle reports
+  directory_actor directory;  // session slots and idle reports
   instance_settings settings;
   backend_ptr backend;   // null when no backend is usable
   std::shared_ptr<worker_pool> pool;

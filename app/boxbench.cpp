@@ -24,8 +24,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "messages/json.hpp"
-#include "net/client.hpp"
+#include "messages/base/json.hpp"
+#include "net/ws/client.hpp"
 
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;

@@ -10,8 +10,8 @@
 
 #include <simdjson.h>
 
-#include "messages/json.hpp"
-#include "net/client.hpp"
+#include "messages/base/json.hpp"
+#include "net/ws/client.hpp"
 
 using namespace boxrt;
 

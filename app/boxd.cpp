@@ -20,10 +20,10 @@
 #include "actors/directory.hpp"
 #include "app/boxd_config.hpp"
 #include "app/entitlements_file.hpp"
-#include "backends/admission_store.hpp"
+#include "backends/state/admission_store.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/registry.hpp"
-#include "net/server.hpp"
+#include "net/ws/server.hpp"
 
 using namespace boxrt;
 

@@ -5,10 +5,10 @@
 
 #include <simdjson.h>
 
+#include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
-#include "messages/json.hpp"
-#include "messages/base/pytext.hpp"
+#include "messages/base/json.hpp"
 
 namespace boxrt {
 

@@ -8,7 +8,7 @@
 
 #include "messages/error.hpp"
 #include "messages/models.hpp"
-#include "net/server_options.hpp"
+#include "net/ws/server_options.hpp"
 
 namespace boxrt {
 

@@ -5,11 +5,11 @@
 
 #include <string_view>
 
-#include "backends/bwrap.hpp"
+#include "backends/bwrap/bwrap.hpp"
 #include "backends/mount_policy.hpp"
-#include "backends/nsjail.hpp"
-#include "backends/process_backend.hpp"
-#include "backends/scripted.hpp"
+#include "backends/nsjail/nsjail.hpp"
+#include "backends/process/process_backend.hpp"
+#include "backends/testing/scripted.hpp"
 #include "messages/base/pytext.hpp"
 
 namespace boxrt {

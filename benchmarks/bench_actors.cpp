@@ -14,7 +14,7 @@
 #include "actors/actors.hpp"
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
-#include "backends/scripted.hpp"
+#include "backends/testing/scripted.hpp"
 
 using namespace boxrt;
 using clock_type = std::chrono::steady_clock;

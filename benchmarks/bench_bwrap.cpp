@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/bwrap.hpp"
+#include "backends/bwrap/bwrap.hpp"
 
 using namespace boxrt;
 using clock_type = std::chrono::steady_clock;

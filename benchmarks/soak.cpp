@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "messages/tenancy.hpp"
-#include "tests/net/client.hpp"
+#include "tests/net/ws/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 #include "tests/wire/wire_common.hpp"
 

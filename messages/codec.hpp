@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "messages/error.hpp"
-#include "messages/json.hpp"
+#include "messages/base/json.hpp"
 #include "messages/models.hpp"
 
 namespace simdjson::dom {

@@ -4,11 +4,11 @@
 #include <simdjson.h>
 
 #include "messages/codec.hpp"
-#include "messages/python_json.hpp"
+#include "messages/base/python_json.hpp"
 
 namespace boxrt {
 
-/// Parses `text` as Python's json reads it (messages/python_json.hpp) and runs `decode`
+/// Parses `text` as Python's json reads it (messages/base/python_json.hpp) and runs `decode`
 /// on the root (tests, config files, tools). Malformed JSON gives a ValueError naming
 /// the parse failure.
 template <class Decode>

@@ -3,7 +3,7 @@
 
 #include <openssl/evp.h>
 
-#include "messages/json.hpp"
+#include "messages/base/json.hpp"
 #include "messages/base/pytext.hpp"
 
 namespace boxrt {

@@ -288,6 +288,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, pstop_atom, "pstop")
   CAF_ADD_ATOM(boxrt, boxrt, pdone_atom, "pdone")
   CAF_ADD_ATOM(boxrt, boxrt, relay_atom, "relay")
+  CAF_ADD_ATOM(boxrt, boxrt, resolve_atom, "resolve")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
 

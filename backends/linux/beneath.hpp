@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/linux/unique_fd.hpp"
+#include "messages/base/unique_fd.hpp"
 
 namespace boxrt::beneath {
 

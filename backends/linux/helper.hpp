@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/linux/unique_fd.hpp"
+#include "messages/base/unique_fd.hpp"
 #include "messages/error.hpp"
 
 namespace boxrt {

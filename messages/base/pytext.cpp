@@ -1,6 +1,6 @@
 #include "messages/base/pytext.hpp"
 
-#include "messages/json.hpp"
+#include "messages/base/json.hpp"
 
 namespace boxrt::py {
 

@@ -27,7 +27,10 @@ void send_exec(caf::scoped_actor& self, const directory_actor& dir, exec_request
 result<exec_result> receive_exec(caf::scoped_actor& self) {
   std::optional<result<exec_result>> out;
   self->receive([&](exec_result& r) { out.emplace(std::move(r)); },
-                [&](caf::error& err) { out.emplace(from_caf_error(err)); });
+                [&](caf::error& err) { out.emplace(from_caf_error(err)); },
+                caf::after(std::chrono::seconds{30}) >> [&] {
+                  out.emplace(box_error{ec::box_error, "test: no exec reply within 30 s"});
+                });
   return std::move(*out);
 }
 

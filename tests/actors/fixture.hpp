@@ -12,7 +12,7 @@
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
 #include "backends/readiness_keys.hpp"
-#include "backends/scripted.hpp"
+#include "backends/testing/scripted.hpp"
 #include "messages/codec.hpp"
 #include "messages/tenancy.hpp"
 #include "messages/time.hpp"
@@ -131,7 +131,7 @@ struct core_fixture {
 
   ~core_fixture() {
     caf::scoped_actor self{sys};
-    self->request(dir(), caf::infinite, shutdown_atom_v).receive([](int64_t) {}, [](caf::error&) {});
+    self->request(dir(), std::chrono::seconds{30}, shutdown_atom_v).receive([](int64_t) {}, [](caf::error&) {});
     caf::anon_send_exit(dir(), caf::exit_reason::user_shutdown);
     std::error_code err;
     std::filesystem::remove_all(root, err);
@@ -144,7 +144,7 @@ struct core_fixture {
   result<R> call(Ts&&... xs) {
     caf::scoped_actor self{sys};
     std::optional<result<R>> out;
-    self->request(dir(), caf::infinite, std::forward<Ts>(xs)...)
+    self->request(dir(), std::chrono::seconds{30}, std::forward<Ts>(xs)...)
       .receive([&](R& r) { out.emplace(std::move(r)); },
                [&](caf::error& err) { out.emplace(from_caf_error(err)); });
     return std::move(*out);

@@ -3,7 +3,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <dirent.h>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <unistd.h>
 
 #include "tests/actors/fixture.hpp"
 
@@ -28,6 +32,34 @@ process_request start_req(const std::string& session, const std::string& pid,
   r.spec.args = std::move(args);
   r.spec.env = {{"B", "2"}, {"A", "1"}};
   return r;
+}
+
+/// Live (not zombie) children of this test process running `cat`: the scripted
+/// backend's managed processes are real host children.
+size_t live_cat_children() {
+  size_t n = 0;
+  const std::string me = std::to_string(::getpid());
+  if (DIR* d = ::opendir("/proc")) {
+    while (auto* e = ::readdir(d)) {
+      std::ifstream st{std::string{"/proc/"} + e->d_name + "/stat"};
+      std::string line;
+      if (!std::getline(st, line))
+        continue;
+      auto close = line.rfind(')');
+      auto open = line.find('(');
+      if (close == std::string::npos || open == std::string::npos)
+        continue;
+      auto comm = line.substr(open + 1, close - open - 1);
+      // After ") ": state, then the parent's pid.
+      auto rest = line.substr(close + 2);
+      auto state = rest.substr(0, 1);
+      auto ppid = rest.substr(2, rest.find(' ', 2) - 2);
+      if (comm == "cat" && ppid == me && state != "Z")
+        ++n;
+    }
+    ::closedir(d);
+  }
+  return n;
 }
 
 } // namespace
@@ -131,7 +163,8 @@ BOOST_AUTO_TEST_CASE(concurrent_starts_of_one_id_leave_one_process) {
   for (int i = 0; i < 3; ++i)
     self->send(f.dir(), pstart_atom_v, start_req("s1", "same", "cat"));
   for (int i = 0; i < 3; ++i)
-    self->receive([](process_info&) {}, [](caf::error& e) { BOOST_FAIL(caf::to_string(e)); });
+    self->receive([](process_info&) {}, [](caf::error& e) { BOOST_FAIL(caf::to_string(e)); },
+                  caf::after(std::chrono::seconds{30}) >> [] { BOOST_FAIL("no start reply within 30 s"); });
   // Each start replaced the one before: one process runs, none is orphaned.
   BOOST_CHECK_EQUAL(f.processes->running(), 1u);
   BOOST_CHECK_EQUAL(f.processes->starting(), 0u);
@@ -141,11 +174,18 @@ BOOST_AUTO_TEST_CASE(deleting_the_session_ends_its_processes) {
   core_fixture f;
   BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
   BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "default", "cat")).ok());
+  BOOST_REQUIRE_GE(live_cat_children(), 1u);
   session_request del;
   del.ctx = ctx("workspace-a");
   del.session_id = "s1";
   BOOST_REQUIRE(f.call<std::string>(caf::delete_atom_v, del).ok());
   BOOST_CHECK_EQUAL(f.processes->running(), 0u);
+  // The process itself is gone, not only its registry entry (killed with the session;
+  // a bounded wait for the kernel to deliver the kill).
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (live_cat_children() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  BOOST_CHECK_EQUAL(live_cat_children(), 0u);
   require_error(f.call<process_info>(pget_atom_v, preq("s1")), ec::session_not_found,
                 "session s1 not found");
 }

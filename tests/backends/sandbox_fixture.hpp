@@ -1,5 +1,5 @@
 // A real isolating backend in a private temporary root, for the isolation regression
-// tests (tests/backends/isolation.cpp): every wall there is tried by a hostile program
+// tests (tests/backends/bwrap/isolation.cpp): every wall there is tried by a hostile program
 // inside a real sandbox. Needs root and bubblewrap, as CI has; skipped elsewhere.
 #pragma once
 
@@ -18,7 +18,7 @@
 #include <sstream>
 #include <string>
 
-#include "backends/bwrap.hpp"
+#include "backends/bwrap/bwrap.hpp"
 
 namespace boxrt::testing {
 

@@ -3,7 +3,7 @@
 // that loads must pass the server's own validation.
 #include "app/boxd_config.hpp"
 #include "fuzz_common.hpp"
-#include "net/server_options.hpp"
+#include "net/ws/server_options.hpp"
 
 using namespace boxrt;
 

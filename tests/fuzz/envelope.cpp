@@ -1,9 +1,9 @@
-// The /rpc/ws frame decoder (net/envelope.cpp): Python-json reading with its rewrite,
+// The /rpc/ws frame decoder (net/rpc/envelope.cpp): Python-json reading with its rewrite,
 // the lax pydantic envelope, the context models and the action table's refusals.
 #include <simdjson.h>
 
 #include "fuzz_common.hpp"
-#include "net/envelope.hpp"
+#include "net/rpc/envelope.hpp"
 
 namespace {
 

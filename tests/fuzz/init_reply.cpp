@@ -1,13 +1,13 @@
 // What a hostile sandbox can write back to the host on init's channel
-// (backends/init_channel.cpp): the input is the byte stream itself, read frame by frame
+// (backends/init/init_channel.cpp): the input is the byte stream itself, read frame by frame
 // from a real pipe as the bwrap driver reads it, each payload taken as an exec reply
 // (then clipped as the reply is) and as a control reply. Whatever is accepted must keep
 // within the output cap. The init side's own decoders (what the host sends) run too.
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "backends/init_channel.hpp"
-#include "backends/output.hpp"
+#include "backends/init/init_channel.hpp"
+#include "backends/linux/output.hpp"
 #include "fuzz_common.hpp"
 
 using namespace boxrt;

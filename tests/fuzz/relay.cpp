@@ -1,8 +1,8 @@
-// The relay handshake (net/handshake.cpp, protocol.md §1.2 and §1.4 checks 1-3): the
+// The relay handshake (net/ws/handshake.cpp, protocol.md §1.2 and §1.4 checks 1-3): the
 // input is the request target and its header values, one per line (path, control
 // token or "-" for none, instance, workspace, generation, Sec-WebSocket-Protocol).
 #include "fuzz_common.hpp"
-#include "net/handshake.hpp"
+#include "net/ws/handshake.hpp"
 
 using namespace boxrt;
 

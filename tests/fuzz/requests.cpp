@@ -4,7 +4,7 @@
 #include <simdjson.h>
 
 #include "actors/admission.hpp"
-#include "backends/skill_actions.hpp"
+#include "backends/skills/skill_actions.hpp"
 #include "fuzz_common.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
@@ -21,7 +21,7 @@ skills::store& skill_store() {
 }
 
 /// The skill actions that read only: their field decoding and name checks run against an
-/// empty store (the ones that write are covered by tests/backends/skill_store.cpp; a
+/// empty store (the ones that write are covered by tests/backends/skills/skill_store.cpp; a
 /// directory scan would read whatever host path the input names).
 constexpr const char* read_only_skill_actions[] = {
   "box_list_skills", "box_get_skill", "box_list_skill_files", "box_read_skill_file",

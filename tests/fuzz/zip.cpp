@@ -1,10 +1,10 @@
-// Skill zip preview (backends/skill_zip.cpp, backends/skill_store.cpp): the input is an
+// Skill zip preview (backends/skills/skill_zip.cpp, backends/skills/skill_store.cpp): the input is an
 // uploaded archive, checked member by member, extracted beneath a folder descriptor
 // and read for SKILL.md packages. Nothing may be left behind in the upload folder.
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "backends/skill_store.hpp"
+#include "backends/skills/skill_store.hpp"
 #include "fuzz_common.hpp"
 
 using namespace boxrt;

@@ -30,7 +30,7 @@
 
 #include <simdjson.h>
 
-#include "net/client.hpp"
+#include "net/ws/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 
 using namespace boxrt;

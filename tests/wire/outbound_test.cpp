@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/net/client.hpp"
+#include "tests/net/ws/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 #include "tests/wire/process_probe.hpp"
 #include "tests/wire/wire_common.hpp"

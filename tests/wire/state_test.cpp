@@ -11,7 +11,7 @@
 
 #include <signal.h>
 
-#include "net/client.hpp"
+#include "net/ws/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 #include "tests/wire/process_probe.hpp"
 #include "tests/wire/wire_common.hpp"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "net/client.hpp"
+#include "net/ws/client.hpp"
 #include "tests/wire/boxd_process.hpp"
 
 namespace boxrt::test::wire {

@@ -1,0 +1,216 @@
+// Internal to the supervisor (supervisor.cpp, supervisor_admission.cpp,
+// supervisor_sessions.cpp): its state and the steps its handlers are made of.
+#pragma once
+
+#include "actors/supervisor.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/admission.hpp"
+#include "actors/caf_support.hpp"
+#include "actors/session.hpp"
+#include "actors/skills.hpp"
+#include "backends/mount_policy.hpp"
+#include "backends/registry.hpp"
+#include "backends/skills/skill_actions.hpp"
+#include "messages/base/pytext.hpp"
+#include "messages/base/json.hpp"
+#include "messages/tenancy.hpp"
+#include "messages/time.hpp"
+
+namespace boxrt::supervisor_detail {
+
+/// A request waiting for its session actor while a global session slot is reserved.
+struct waiter {
+  std::function<void(const session_actor&)> go;
+  std::function<void(const box_error&)> fail;
+};
+
+struct session_entry {
+  session_actor actor;  // invalid while the slot is being reserved
+  uint64_t reservation = 0;
+  std::string logical_id;
+  int64_t generation = 0;
+  session_info compat;
+  std::vector<mount_spec> mounts;
+  uint64_t forwarded = 0;
+  std::vector<waiter> waiting;
+};
+
+struct supervisor_state {
+  static inline const char* name = "boxrt.supervisor";
+
+  supervisor_args args;
+  std::unique_ptr<workspace_admission> admission;
+  std::unordered_map<std::string, session_entry> sessions;
+  /// Session actors alive (including ones being stopped) by address, and whether their
+  /// global session slot was given back already.
+  struct live_session {
+    std::string id;
+    bool released = false;
+  };
+  std::unordered_map<caf::actor_addr, live_session> live;
+  uint64_t next_reservation = 1;
+  uint64_t expiry_token = 0;
+  int64_t armed_expiry = 0;
+  bool reported_idle = false;
+  /// The workspace's skill-store actor (spawned on first use) and the root it serves.
+  skill_actor skills;
+  std::string skills_root;
+  std::optional<local_config> skills_local;
+  std::string skills_resolved;
+  /// The admission state as last committed to the store.
+  std::string persisted;
+  /// Set when the workspace's durable state could not be read: it serves nothing.
+  box_error state_error;
+  /// Every live session actor, shared with the exit functor.
+  std::shared_ptr<std::unordered_map<caf::actor_addr, caf::actor>> children
+    = std::make_shared<std::unordered_map<caf::actor_addr, caf::actor>>();
+};
+
+using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+
+const box_config& config(self_ptr self);
+
+bool admission_mode(self_ptr self);
+
+std::string tenant_path(self_ptr self);
+
+box_error stale_error();
+
+/// The reference's compat check: first differing field, in the reference's order.
+box_error check_compat(const session_entry& e, const box_spec& spec);
+
+/// Gives the session's global slot back once its sandbox is gone (stop reply or down).
+void release_slot(self_ptr self, const caf::actor_addr& addr);
+
+/// The physical id of `logical` at `gen` in this workspace. The namespace is this
+/// supervisor's own, computed once, so the hot path hashes nothing for plain ids.
+result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view logical);
+
+void report_idle(self_ptr self);
+
+/// Stops every session matching `pred`; calls `done(count)` once all have stopped.
+/// Entries are forgotten at once so that new requests start fresh sessions.
+void stop_sessions(self_ptr self, std::function<bool(const std::string&, const session_entry&)> pred,
+                   const box_error& reason, std::function<void(int64_t)> done);
+
+void stop_all(self_ptr self, const box_error& reason, std::function<void(int64_t)> done);
+
+/// Retires sessions of generations older than the fence (their requests get the
+/// stale error instead of waiting forever).
+void retire_stale(self_ptr self);
+
+void apply_effect(self_ptr self, session_effect effect, std::function<void(int64_t)> done);
+
+void arm_expiry(self_ptr self);
+
+/// Commits the admission state when it changed (contract §4.11): callers do so before
+/// the reply that depends on it.
+box_error persist(self_ptr self);
+
+/// The checks that change nothing, in order: fence staleness, forged fields
+/// (admission mode), decode errors.
+box_error pre_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
+                   const box_error& decode_error);
+
+/// For sandbox actions in admission mode: entitlement, readiness and grant.
+box_error admission_gate(self_ptr self, const action_context& ctx);
+
+/// The whole gate for actions that do not start sessions: the fence advances without
+/// waiting for the retired sessions to stop.
+box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
+                      const box_error& decode_error, bool sandbox);
+
+// -- sessions, skills and relays --------------------------------------------------------
+
+/// Advances the fence to ctx's generation and runs `next` once the retired sessions
+/// have stopped, so a new generation's sandbox never overlaps the old one's. The
+/// generation is checked again then: another advance may have come meanwhile.
+void advance_then(self_ptr self, const action_context& ctx, std::function<void(box_error)> next);
+
+/// A request waiting on the entry `id` while its slot is reserved: once the session
+/// actor exists it is counted as forwarded and handed to `use`.
+waiter waiter_for(self_ptr self, const std::string& id,
+                  std::function<void(const session_actor&, session_entry&)> use,
+                  std::function<void(const box_error&)> fail);
+
+/// Finds or creates the session for `spec` (already normalised, session_id logical),
+/// then calls `use` with the session actor, or fails `fail`.
+void with_session(self_ptr self, const action_context& ctx, box_spec spec,
+                  std::function<void(const session_actor&, session_entry&)> use,
+                  std::function<void(const box_error&)> fail);
+
+/// The workspace's skill-store actor, spawned on first use (and again when box_init
+/// moved the skills root).
+skill_actor skill_store(self_ptr self);
+
+/// Standard-mode or admission-mode preparation of an exec/create spec: the timeout
+/// ceiling in both, the policy in admission mode, where `skill_root` is the package of
+/// spec.skill_name ("" = none or unavailable),
+/// mounted read-only at /workspace/.skills/<name>.
+result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root);
+
+/// Resolves spec.skill_name in the workspace's own skill store (admission mode only),
+/// then calls `next` with the package root ("" when there is none to mount).
+void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next);
+
+/// The slow path of exec and create: advance the fence (waiting for retired sessions),
+/// admit, prepare the spec, then find or start the session and hand it to `use`.
+template <class Promise, class Use>
+void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
+  advance_then(self, req.ctx, [self, rp, req = std::move(req), use](box_error err) mutable {
+    if (err) {
+      rp.deliver(to_caf_error(err));
+      return;
+    }
+    resolve_skill(self, req, [self, rp, req, use](std::string skill_root) mutable {
+      auto spec = prepare_spec(self, req, skill_root);
+      if (!spec) {
+        rp.deliver(to_caf_error(spec.error()));
+        return;
+      }
+      auto prepared = spec.value();
+      with_session(
+        self, req.ctx, spec.value(),
+        [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
+        [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
+      report_idle(self);
+    });
+  });
+}
+
+struct named_session {
+  std::string logical;
+  std::string physical;
+};
+
+/// The common start of get and delete: the gate, the admission-mode id rule, then the
+/// session of this id at the request's generation (BoxSessionNotFoundError if none).
+result<named_session> find_session(self_ptr self, const session_request& req);
+
+/// The session of a managed-process action: the gate, then the session of this
+/// logical id at the request's generation, running.
+result<session_actor> find_process_session(self_ptr self, const process_request& req);
+
+/// The relay's handshake checks 4 to 9 (protocol.md §1.4).
+relay_verdict relay_check(self_ptr self, const relay_request& req);
+
+struct ready_session {
+  session_actor actor;
+  box_spec spec;
+};
+
+/// The hot path of an exec in standard mode: the fence does not move and the session
+/// exists, runs, and is compatible. Anything else takes the full path.
+std::optional<ready_session> fast_path(self_ptr self, exec_request& req);
+
+} // namespace boxrt::supervisor_detail

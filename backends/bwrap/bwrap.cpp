@@ -1,0 +1,518 @@
+// The bubblewrap backend: options and start-up checks, sessions, exec through
+// boxrt-init, the skills view, managed processes and the readiness probe. The sandbox
+// itself is in sandbox.cpp, its launch in launch.cpp.
+#include "backends/bwrap/sandbox.hpp"
+
+namespace boxrt {
+
+bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<impl>()), opts_(std::move(options)) {
+  ::signal(SIGPIPE, SIG_IGN); // a sandbox that dies mid-request must not take boxd along
+  if (opts_.bwrap_path.empty())
+    opts_.bwrap_path = find_on_path("bwrap");
+  if (opts_.init_path.empty()) {
+    // Beside the executable (boxd in the build folder or an install), else the build
+    // folder this library was built in (tests).
+    opts_.init_path = self_dir() + "/boxrt-init";
+#ifdef BOXRT_BUILD_INIT_PATH
+    if (::access(opts_.init_path.c_str(), X_OK) != 0)
+      opts_.init_path = BOXRT_BUILD_INIT_PATH;
+#endif
+  }
+  std::error_code err;
+  opts_.state_dir = fs::absolute(opts_.state_dir, err).lexically_normal().string();
+  if (opts_.bwrap_path.empty()) {
+    unavailable_ = "bubblewrap (bwrap) is not installed";
+    return;
+  }
+  if (::access(opts_.init_path.c_str(), X_OK) != 0) {
+    unavailable_ = "boxrt-init not found at " + opts_.init_path;
+    return;
+  }
+  if (::geteuid() != 0) {
+    unavailable_ = "the bwrap backend needs root (limits, quotas and the sandbox uid)";
+    return;
+  }
+  if (opts_.uid_first == 0 || opts_.uid_last < opts_.uid_first) {
+    unavailable_ = "the sandbox uid range must be non-empty and must not include 0";
+    return;
+  }
+  fs::create_directories(opts_.state_dir, err);
+  if (err) {
+    unavailable_ = "cannot create the state directory " + opts_.state_dir + ": " + err.message();
+    return;
+  }
+  ::chmod(opts_.state_dir.c_str(), 0700);
+  // One boxd per state directory: its orphans are ours to clean, nobody else's.
+  impl_->lock_fd = ::open((opts_.state_dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (impl_->lock_fd < 0 || ::flock(impl_->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    unavailable_ = "the state directory " + opts_.state_dir + " is in use by another boxd";
+    return;
+  }
+  auto program = seccomp_program();
+  if (!program) {
+    unavailable_ = "cannot build the seccomp filter: " + program.error().message;
+    return;
+  }
+  impl_->seccomp = std::move(program.value());
+  {
+    std::ifstream in{opts_.init_path, std::ios::binary};
+    std::string image{std::istreambuf_iterator<char>{in}, {}};
+    impl_->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (image.empty() || !impl_->init_image || !proto::write_all(impl_->init_image.get(), image)
+        || ::fcntl(impl_->init_image.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+      unavailable_ = "cannot load boxrt-init from " + opts_.init_path;
+      return;
+    }
+  }
+  // Group names carry this state directory, so two boxds never share a cgroup.
+  auto base = "boxrt-" + sha256_hex(opts_.state_dir).substr(0, 12);
+  if (!opts_.cgroup_root.empty()) {
+    auto cg = std::make_unique<cgroup_tree>(opts_.cgroup_root, base, cgroup_tree::detect(opts_.cgroup_root));
+    if (cg->usable(&impl_->cgroup_reason))
+      impl_->cgroups = std::move(cg);
+    else
+      spdlog::warn("bwrap: cgroup limits are not usable ({}); processes are capped by RLIMIT_NPROC "
+                   "per sandbox uid, memory and cpu are not capped",
+                   impl_->cgroup_reason);
+  } else {
+    impl_->cgroup_reason = "cgroups disabled by configuration";
+  }
+  // The staging mount point must be reachable by the sandbox uid: /run when it exists.
+  stage_root_ = fs::is_directory("/run") ? "/run/boxrt-stage" : "/tmp/boxrt-stage";
+  fs::create_directories(stage_root_, err);
+  ::chmod(stage_root_.c_str(), 0755);
+  impl_->quota = std::make_unique<loop_quota>(opts_.state_dir + "/images", opts_.state_dir + "/mounts");
+  impl_->uids = std::make_shared<uid_allocator>(opts_.uid_first, opts_.uid_last);
+  for (auto& dir : opts_.workspace_roots)
+    impl_->uids->scan(dir);
+}
+
+bwrap_backend::~bwrap_backend() {
+  if (impl_->quota)
+    impl_->quota->release_all();
+  if (impl_->cgroups)
+    impl_->cgroups->remove_base();
+  if (impl_->lock_fd >= 0)
+    ::close(impl_->lock_fd);
+}
+
+result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_spec& spec) {
+  return start(spec, false);
+}
+
+uint32_t bwrap_backend::sandbox_uid(const backend_session& session) const {
+  auto* s = dynamic_cast<const bwrap_session*>(&session);
+  return s ? s->uid : 0;
+}
+
+std::string bwrap_backend::io_limits(const backend_session& session) const {
+  auto* s = dynamic_cast<const bwrap_session*>(&session);
+  return s && s->group ? s->group->io_limits() : std::string{};
+}
+
+pid_t bwrap_backend::sandbox_pid(const backend_session& session) const {
+  auto* s = dynamic_cast<const bwrap_session*>(&session);
+  return s ? s->ns_pid : -1;
+}
+
+result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& spec, bool own_paths) {
+  if (!unavailable_.empty())
+    return make_box_error(ec::backend_unavailable, unavailable_);
+  auto serial = impl_->next_id++;
+  auto sid = "bwrap-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
+  auto s = std::make_shared<bwrap_session>(sid, spec, own_paths);
+  // boxd's own state is never a tenant's mount, nor inside one: judged by the spec's
+  // text first, before anything is created or mounted for it, and again on what the
+  // kernel reports once each source is open.
+  std::error_code err;
+  auto blocked = [&](const std::string& label, const std::string& path) -> box_error {
+    auto p = fs::weakly_canonical(path, err).lexically_normal().string();
+    while (p.size() > 1 && p.back() == '/')
+      p.pop_back();
+    if (within(p, opts_.state_dir) || within(opts_.state_dir, p))
+      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+    return {};
+  };
+  if (!own_paths && !spec.host_path.empty() && spec.host_path_mode != mount_mode::none)
+    if (auto e = blocked("host_path", spec.host_path))
+      return e;
+  for (size_t i = 0; i < spec.extra_mounts.size() && !own_paths; ++i)
+    if (spec.extra_mounts[i].mode != mount_mode::none)
+      if (auto e = blocked("extra_mounts[" + std::to_string(i) + "].host_path", spec.extra_mounts[i].host_path))
+        return e;
+  if (auto e = prepare(*s)) {
+    s->teardown();
+    return e;
+  }
+  if (auto e = launch(*s)) {
+    s->teardown();
+    return e;
+  }
+  spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, s->pid);
+  return std::shared_ptr<backend_session>{std::move(s)};
+}
+
+result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec& spec,
+                                        const exec_limits& limits) {
+  auto* s = dynamic_cast<bwrap_session*>(&session);
+  if (s == nullptr)
+    return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
+  std::lock_guard lock{s->exec_mtx};
+  exec_result out;
+  out.session_id = spec.session_id;
+  out.backend_name = "bwrap";
+  if (s->interrupted_) {
+    out.exit_code = 137;
+    out.stderr_text = "interrupted";
+    return out;
+  }
+  if (!s->alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  // A sandbox that died since the last exec (killed from outside, or its init gone) is
+  // replaced before this exec reaches it, with the same workspace: nothing of this
+  // exec has run yet, so it runs exactly once, in the fresh sandbox.
+  if (auto e = revive(*s))
+    return e;
+  proto::exec_request req;
+  req.workdir = spec.workdir;
+  req.cmd = spec.cmd;
+  req.max_output_bytes = limits.max_output_bytes;
+  req.env = sandbox_env(spec.env);
+  if (auto err = sync_skills(*s, spec))
+    return err;
+  auto oom_before = s->group ? s->group->oom_kills() : 0;
+  auto t0 = clock_type::now();
+  auto deadline = deadline_after(t0, spec.timeout_sec);
+  std::string payload;
+  auto st = write_frame(s->to_init.get(), proto::encode(req), deadline, &s->interrupted_);
+  if (st == read_status::ok)
+    st = read_frame(s->from_init.get(), payload, deadline, &s->interrupted_,
+                    init_channel::max_reply_bytes(limits.max_output_bytes));
+  auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
+  auto oom = s->group && s->group->oom_kills() > oom_before;
+  if (st == read_status::timeout) {
+    // The whole process tree goes (the pid namespace with it); the session is over.
+    s->kill_sandbox(true);
+    out.status = exec_status::timed_out;
+    out.exit_code = -1;
+    out.stderr_text = "Command timed out after " + std::to_string(spec.timeout_sec) + " seconds.";
+    out.duration_ms = elapsed;
+    return out;
+  }
+  if (st == read_status::closed) {
+    // The sandbox died under this exec: it reports that, and the next exec gets a
+    // fresh sandbox of the same session.
+    auto why = read_available(s->errors.get());
+    s->kill_sandbox(false);
+    if (s->interrupted_) {
+      out.exit_code = 137;
+      out.stderr_text = "interrupted";
+      return out;
+    }
+    if (oom) {
+      // The out-of-memory killer took the sandbox's own process: report it as such.
+      out.exit_code = 137;
+      out.stderr_text = "out of memory";
+      out.duration_ms = elapsed;
+      return out;
+    }
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " exited during the command"
+                                           + (why.empty() ? std::string{} : ": " + why));
+  }
+  auto reply = init_channel::accept_reply(payload, limits.max_output_bytes);
+  if (!reply) {
+    s->kill_sandbox(true);
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " sent a malformed reply");
+  }
+  out.exit_code = reply->exit_code;
+  out.stdout_text = clip_captured(reply->stdout_kept, reply->stdout_total, limits.max_output_bytes);
+  out.stderr_text = reply->error.empty()
+                      ? clip_captured(reply->stderr_kept, reply->stderr_total, limits.max_output_bytes)
+                      : reply->error;
+  out.duration_ms = reply->duration_ms;
+  if (oom) {
+    if (out.exit_code != 0)
+      out.exit_code = 137;
+    out.stderr_text += out.stderr_text.empty() ? "out of memory" : "\nout of memory";
+  }
+  return out;
+}
+
+box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
+  std::map<std::string, mount_spec> want;
+  for (auto& m : spec.extra_mounts)
+    if (auto name = skill_mount_name(spec, m); !name.empty())
+      want[name] = m;
+  if (want == s.skills_mounted)
+    return {};
+  if (s.skills_view.empty())
+    return make_box_error(ec::box_error, "skill mounts need a writable workspace in this session");
+  // Only the skills this exec asks for stay visible.
+  for (auto it = s.skills_mounted.begin(); it != s.skills_mounted.end();) {
+    auto w = want.find(it->first);
+    if (w != want.end() && w->second == it->second) {
+      ++it;
+      continue;
+    }
+    auto point = s.skills_view + "/" + it->first;
+    ::umount2(point.c_str(), MNT_DETACH);
+    ::rmdir(point.c_str());
+    it = s.skills_mounted.erase(it);
+  }
+  for (auto& [name, m] : want) {
+    if (s.skills_mounted.contains(name))
+      continue;
+    auto source = beneath::open_trusted(m.host_path, O_PATH | O_DIRECTORY);
+    if (!source)
+      return make_box_error(ec::box_error, "skill package " + m.host_path + " does not exist");
+    auto real = beneath::path_of(source.get());
+    if (within(real, opts_.state_dir) || within(opts_.state_dir, real))
+      return make_box_error(ec::validation, "skill mount " + m.host_path + " is blocked for security");
+    auto point = s.skills_view + "/" + name;
+    std::error_code err;
+    fs::create_directories(point, err);
+    if (m.mode == mount_mode::rw)
+      hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
+    if (auto e = attach_bind(source.get(), m.host_path, point, m.mode == mount_mode::ro)) {
+      ::rmdir(point.c_str());
+      return e;
+    }
+    s.skills_mounted[name] = m;
+  }
+  return {};
+}
+
+result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(backend_session& session,
+                                                                             const process_spec& spec) {
+  auto* s = dynamic_cast<bwrap_session*>(&session);
+  if (s == nullptr)
+    return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
+  if (!s->alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  {
+    // A running exec owns the sandbox (and notices its death itself): only when none
+    // runs is a dead sandbox replaced here.
+    std::unique_lock lock{s->exec_mtx, std::try_to_lock};
+    if (lock.owns_lock())
+      if (auto e = revive(*s))
+        return e;
+  }
+  std::shared_lock state{s->sandbox_mtx};
+  if (s->io_dir.empty() || !s->alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+  auto name = "p" + std::to_string(++s->process_seq);
+  auto path = [&](const char* suffix) { return s->io_dir + "/" + name + suffix; };
+  int in_rw = -1, out = -1, err = -1;
+  auto cleanup = [&] {
+    close_fd(in_rw);
+    close_fd(out);
+    close_fd(err);
+    for (const char* suffix : {".in", ".out", ".err"})
+      ::unlink(path(suffix).c_str());
+  };
+  // Our ends first, so the child's opens inside never block: the read ends of stdout
+  // and stderr, and stdin read-write (a FIFO open for writing alone would wait for the
+  // child).
+  bool made = make_fifo(path(".in"), s->uid, s->gid) && make_fifo(path(".out"), s->uid, s->gid)
+              && make_fifo(path(".err"), s->uid, s->gid);
+  if (made) {
+    in_rw = ::open(path(".in").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    out = ::open(path(".out").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    err = ::open(path(".err").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (!made || in_rw < 0 || out < 0 || err < 0) {
+    auto why = std::string{std::strerror(errno)};
+    cleanup();
+    return make_box_error(ec::box_error, "cannot create the stdio of a managed process: " + why);
+  }
+  proto::spawn_request req;
+  {
+    std::lock_guard lock{s->ctl_mtx};
+    req.id = ++s->ctl_seq;
+  }
+  req.name = name;
+  req.command = spec.command;
+  req.args = spec.args;
+  req.cwd = spec.cwd;
+  req.env = sandbox_env(spec.env);
+  auto reply = s->control(proto::encode(req), req.id);
+  if (!reply || !reply->error.empty()) {
+    cleanup();
+    return make_box_error(ec::box_error, "bwrap: cannot start managed process " + spec.process_id + ": "
+                                           + (reply ? reply->error : reply.error().message));
+  }
+  // The child holds its end of stdin now: ours becomes write-only, so the child's end
+  // of input and our EPIPE work as with a pipe (ENXIO: it is gone already).
+  int in = ::open(path(".in").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  close_fd(in_rw);
+  for (const char* suffix : {".in", ".out", ".err"})
+    ::unlink(path(suffix).c_str()); // both ends are open; the names are not needed
+  auto p = std::make_shared<bwrap_managed_process>(s->weak_from_this(), name, s->io_dir, in, out, err);
+  s->add_process(p);
+  spdlog::debug("bwrap: managed process {} started in {} as {} (pid {} inside)", spec.process_id, s->id(), name,
+                reply->pid);
+  return std::shared_ptr<managed_process>{std::move(p)};
+}
+
+void bwrap_backend::stop_session(backend_session& session) {
+  if (auto* s = dynamic_cast<bwrap_session*>(&session))
+    s->teardown();
+}
+
+result<std::shared_ptr<void>> bwrap_backend::acquire_skill_storage(const std::string& dir) {
+  if (!unavailable_.empty() || opts_.skills_tenants_dir.empty())
+    return std::shared_ptr<void>{};
+  fs::path p{dir};
+  auto name = p.filename().string();
+  if (fs::path{opts_.skills_tenants_dir}.lexically_normal() != p.parent_path().lexically_normal()
+      || managed_tenant_name(opts_.skills_tenants_dir + "/" + name).empty())
+    return std::shared_ptr<void>{};
+  // The store writes as root; a session hands the packages it mounts to its own uid.
+  auto lease = impl_->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb, 0, 0);
+  if (!lease)
+    return lease.error();
+  return std::shared_ptr<void>{std::move(lease.value())};
+}
+
+void bwrap_backend::cleanup_orphans() {
+  if (!unavailable_.empty())
+    return;
+  // Everything an earlier run of this boxd left: its sandboxes (all inside its own
+  // cgroups), its quota mounts, its private session folders.
+  if (impl_->cgroups)
+    impl_->cgroups->remove_all();
+  impl_->quota->cleanup_recorded();
+  unmount_and_remove(opts_.state_dir + "/sessions");
+  unmount_and_remove(opts_.state_dir + "/probe");
+}
+
+std::string bwrap_backend::self_test() {
+  if (!unavailable_.empty())
+    return unavailable_;
+  box_spec spec;
+  spec.session_id = "self-test";
+  spec.cmd = "true";
+  spec.timeout_sec = 10;
+  auto s = start(spec, true);
+  if (!s)
+    return s.error().message;
+  auto r = exec(**s, spec, exec_limits{});
+  stop_session(**s);
+  if (!r)
+    return r.error().message;
+  if (r->exit_code != 0)
+    return "a probe sandbox could not run `true`: " + r->stderr_text;
+  return {};
+}
+
+readiness_report bwrap_backend::probe_readiness(const std::string& workspace_path, bool strict) {
+  (void)workspace_path;
+  (void)strict;
+  readiness_report r;
+  r.backend_name = "bwrap";
+  r.isolating = true;
+  for (auto key : backend_readiness_keys)
+    r.details[std::string{key}] = false;
+  r.available = unavailable_.empty();
+  if (!r.available) {
+    r.error = unavailable_;
+    return r;
+  }
+  r.limits_mechanism = impl_->cgroups ? impl_->cgroups->mechanism() : "rlimit";
+  std::lock_guard lock{impl_->probe_mtx};
+  // Storage: kernel facts, probed once (mkfs and mount are not free).
+  // A failed storage probe is tried again next time; a success stands.
+  if (!impl_->storage_ok || !*impl_->storage_ok) {
+    impl_->storage_ok = impl_->quota->probe(opts_.state_dir + "/probe/storage", &impl_->storage_reason);
+    if (!*impl_->storage_ok)
+      spdlog::warn("bwrap: hard quotas are not available: {}", impl_->storage_reason);
+  }
+  // A real throw-away sandbox: marker file through the workspace bind, its own
+  // namespaces, no network, sized /tmp.
+  auto dir = opts_.state_dir + "/probe/ws-" + std::to_string(impl_->next_id++);
+  std::error_code err;
+  fs::create_directories(dir, err);
+  box_spec spec;
+  spec.session_id = "readiness";
+  spec.host_path = dir;
+  spec.host_path_mode = mount_mode::rw;
+  spec.memory_mb = 64;
+  spec.pids_limit = 16;
+  spec.timeout_sec = 10;
+  spec.cmd = "echo readiness > /workspace/.mounted; for n in net mnt pid user uts ipc; do readlink "
+             "/proc/self/ns/$n; done; grep -c . /proc/net/dev; "
+             "touch /probe-rootfs 2>/dev/null && echo rootfs-writable || echo rootfs-readonly; "
+             "touch /dev/probe 2>/dev/null && echo dev-writable || echo dev-readonly; "
+             "stat -f -c '%b %S %c' /tmp /home /dev/shm";
+  bool limits_held = false;
+  bool io_read_back = false;
+  auto probe = [&]() -> std::string {
+    auto started = start(spec, true); // the probe's workspace is boxd's own folder
+    if (!started)
+      return started.error().message;
+    auto res = exec(**started, spec, exec_limits{});
+    // The limits hold only if the sandbox really runs inside its group, limited.
+    if (auto* bs = dynamic_cast<bwrap_session*>(started->get()); bs && bs->group) {
+      limits_held = bs->group->process_count() >= 2
+                    && bs->group->pids_max() == std::to_string(spec.pids_limit + opts_.pids_overhead);
+      // I/O caps as the kernel reads them back (configured ones only).
+      io_read_back = opts_.io.any() && !bs->group->io_limits().empty();
+    }
+    stop_session(**started);
+    if (!res)
+      return res.error().message;
+    if (res->exit_code != 0)
+      return "probe command failed: " + res->stderr_text;
+    std::vector<std::string> lines;
+    std::istringstream in{res->stdout_text};
+    for (std::string l; std::getline(in, l);)
+      lines.push_back(l);
+    if (lines.size() < 12)
+      return "probe output incomplete";
+    const char* names[] = {"net", "mnt", "pid", "user", "uts", "ipc"};
+    bool all_differ = true;
+    for (int i = 0; i < 6; ++i) {
+      auto host = fs::read_symlink(std::string{"/proc/self/ns/"} + names[i], err).string();
+      if (host.empty() || lines[i] == host)
+        all_differ = false;
+      if (i == 0)
+        r.details[readiness::network_isolation] = !host.empty() && lines[0] != host
+                                         && lines[6] == "3"; // header lines + lo only
+    }
+    r.details[readiness::namespace_isolation] = all_differ;
+    std::ifstream marker{dir + "/.mounted"};
+    std::string text;
+    std::getline(marker, text);
+    r.details[readiness::mount_isolation] = text == "readiness" && lines[7] == "rootfs-readonly";
+    // Every writable tmpfs is capped in bytes and inodes, and /dev takes no files.
+    bool bounded = lines[8] == "dev-readonly";
+    auto wanted = ephemeral_mounts(opts_, spec.memory_mb);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      std::istringstream fsline{lines[9 + i]};
+      int64_t blocks = 0, bsize = 0, inodes = 0;
+      fsline >> blocks >> bsize >> inodes;
+      bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= wanted[i].bytes && inodes > 0
+                && inodes <= wanted[i].inodes;
+    }
+    r.details[readiness::bounded_ephemeral_storage] = bounded;
+    return {};
+  };
+  auto error = probe();
+  fs::remove_all(dir, err);
+  if (!error.empty()) {
+    r.error = error;
+    spdlog::warn("bwrap: readiness probe failed: {}", error);
+  }
+  r.details[readiness::resource_limits] = impl_->cgroups != nullptr && error.empty() && limits_held;
+  r.details["io_limits"] = io_read_back && error.empty();
+  r.details[readiness::cgroup_v2] = r.details[readiness::resource_limits] && impl_->cgroups->kind() == cgroup_tree::version::v2;
+  bool storage = *impl_->storage_ok;
+  r.details[readiness::hard_workspace_quota] = storage;
+  r.details[readiness::inode_quota] = storage;
+  r.details[readiness::hard_skill_storage_quota] = storage && !opts_.skills_tenants_dir.empty();
+  if (!r.details[readiness::bounded_ephemeral_storage])
+    r.details[readiness::bounded_ephemeral_storage] = false;
+  return r;
+}
+
+} // namespace boxrt

@@ -1,0 +1,141 @@
+// The bwrap backend: one bubblewrap sandbox per physical session, kept warm by
+// boxrt-init (backends/init/boxrt_init.cpp) which runs every exec inside the sandbox's existing
+// namespaces. Limits through cgroup v1, hard workspace quotas through loop-mounted ext4
+// images, /tmp and /home as sized tmpfs, a seccomp filter, all capabilities dropped and
+// the command running as an unprivileged host uid. See docs/sandbox.md.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/linux/cgroup.hpp"
+
+namespace boxrt {
+
+/// The default sandbox uid range: 65,536 uids above every range Debian hands out for
+/// /etc/subuid by default, and outside systemd's (0x70000000...).
+inline constexpr uint32_t default_sandbox_uid_first = 0x70000000u;
+inline constexpr uint32_t default_sandbox_uid_last = 0x7000ffffu;
+
+class loop_quota;
+class bwrap_session;
+
+struct bwrap_options {
+  /// bubblewrap; "" = look up `bwrap` on PATH.
+  std::string bwrap_path;
+  /// boxrt-init; "" = `boxrt-init` beside the running executable.
+  std::string init_path;
+  /// This boxd's own state: session records, quota images, mount records, lock.
+  std::string state_dir = "data/box/state";
+  /// Host uids the sandboxed commands run as (server.sandbox_uid_range): each workspace
+  /// gets one of its own, recorded as the owner of its folder; a session without a
+  /// host path gets one for itself. Never 0.
+  uint32_t uid_first = default_sandbox_uid_first;
+  uint32_t uid_last = default_sandbox_uid_last;
+  /// Folders whose subfolders are workspaces (the default workspace's `tenants`):
+  /// scanned at start for the uids already recorded.
+  std::vector<std::string> workspace_roots;
+  /// The trusted host's group (server.host_gid): read and write on every tenant tree
+  /// through an ACL, while the trees are closed to everyone else. -1: no such group.
+  int64_t host_gid = -1;
+  /// Where boxd listens: refused from network-on sandboxes when it is not loopback.
+  std::string listen_host;
+  /// Disk I/O caps per session on its quota image's loop device (box.limits.io_*; off
+  /// by default). Sessions without a quota image are not capped.
+  io_caps io;
+  /// Largest sizes of the private tmpfs mounts (/tmp, /home, /dev/shm). Each also has
+  /// an inode cap, and together they are scaled down to half of the session's
+  /// memory_mb: tmpfs pages are charged to the sandbox's memory limit, so a full tmpfs
+  /// must fail with ENOSPC, never end in an out-of-memory kill.
+  int64_t tmp_size_mb = 64;
+  int64_t home_size_mb = 16;
+  int64_t shm_size_mb = 64;
+  /// Where per-workspace skill-storage images are mounted (the skills root's tenants
+  /// folder); "" = none.
+  std::string skills_tenants_dir;
+  int64_t skills_quota_mb = 64;
+  /// cgroup root (v2 when it delegates memory, pids and cpu, else v1 hierarchies under
+  /// it); "" = no cgroups (then RLIMIT_NPROC with a uid per session).
+  std::string cgroup_root = "/sys/fs/cgroup";
+  /// Processes of the sandbox itself (bwrap twice, boxrt-init) added to pids_limit.
+  int64_t pids_overhead = 3;
+  /// How long a sandbox may take to report ready.
+  int start_timeout_ms = 15000;
+};
+
+class bwrap_backend : public backend {
+ public:
+  explicit bwrap_backend(bwrap_options options);
+  ~bwrap_backend() override;
+
+  /// Why this backend cannot run here ("" when it can): bwrap or boxrt-init missing,
+  /// not root, the state directory owned by another live boxd.
+  const std::string& unavailable_reason() const { return unavailable_; }
+
+  /// Starts a throw-away sandbox and runs `true` in it; "" when that works, else why.
+  /// Blocking (about 15 ms).
+  std::string self_test();
+
+  /// The host uid a session's commands run as (0 for another backend's session).
+  uint32_t sandbox_uid(const backend_session& session) const;
+
+  /// A session's I/O caps as its cgroup reads them back ("" when it has none).
+  std::string io_limits(const backend_session& session) const;
+
+  /// The host pid of the sandbox's first process (bwrap's reaper, pid 1 inside; init is
+  /// its child), or -1. It changes when a dead sandbox is replaced.
+  pid_t sandbox_pid(const backend_session& session) const;
+
+  std::string name() const override { return "bwrap"; }
+  bool isolating() const override { return true; }
+  readiness_report probe_readiness(const std::string& workspace_path, bool strict) override;
+  result<std::shared_ptr<backend_session>> start_session(const box_spec& spec) override;
+  result<exec_result> exec(backend_session& session, const box_spec& spec,
+                           const exec_limits& limits) override;
+  /// Runs the process inside the session's sandbox (its namespaces, cgroup, uid and
+  /// seccomp filter) as a child of boxrt-init, through FIFOs of the session's io folder.
+  /// `memory_mb` is not applied: the session's memory limit covers it.
+  result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
+                                                                 const process_spec& spec) override;
+  void stop_session(backend_session& session) override;
+  void cleanup_orphans() override;
+  result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) override;
+
+  /// The bwrap argument list of a session (for tests and logs). Host sources (the
+  /// workspace, extra mounts, the skills view, the io folder, boxrt-init, then the
+  /// bounded tmpfs mounts of /tmp, /home and /dev/shm, in that order) appear as the
+  /// staging paths `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from
+  /// `seccomp_fd`.
+  std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network,
+                                      bool skills_view) const;
+
+ private:
+  /// start_session; `own_paths` lets boxd's own probes use folders of its state
+  /// directory, which tenants never may.
+  result<std::shared_ptr<backend_session>> start(const box_spec& spec, bool own_paths);
+
+  /// What a session keeps across its sandboxes: its uid, quota mounts, private folder.
+  box_error prepare(bwrap_session& s);
+
+  /// Starts a sandbox for `s` (again, after the last one died).
+  box_error launch(bwrap_session& s);
+
+  /// Replaces the sandbox of `s` when it has died. Called with s.exec_mtx held.
+  box_error revive(bwrap_session& s);
+
+  /// Mounts into the session's skills view exactly the skill mounts of `spec`.
+  box_error sync_skills(bwrap_session& s, const box_spec& spec);
+
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  bwrap_options opts_;
+  /// Where host sources are bind-mounted, inside the launcher's private mount
+  /// namespace, for the unprivileged bwrap to bind from (see start_session).
+  std::string stage_root_;
+  std::string unavailable_;
+};
+
+} // namespace boxrt

@@ -1,0 +1,479 @@
+// Starting a bwrap sandbox: the argument list, the session's private paths and leases
+// (prepare), and the launch itself: staging mounts, seccomp, the fork on the launcher
+// thread and boxrt-init's handshake.
+#include "backends/bwrap/sandbox.hpp"
+
+namespace boxrt {
+
+namespace {
+
+/// Descriptors of the launcher when it becomes bwrap (0-2 are init's stdio).
+constexpr int child_seccomp_fd = 3;
+constexpr int child_info_fd = 4;
+constexpr int child_args_fd = 5;
+constexpr int child_init_fd = 6;
+constexpr int child_resolv_fd = 7;
+
+/// A fresh read-only descriptor of a sealed memfd, at offset 0 (bwrap reads to the end).
+unique_fd reopen(int memfd) {
+  return unique_fd{::open(("/proc/self/fd/" + std::to_string(memfd)).c_str(), O_RDONLY | O_CLOEXEC)};
+}
+
+/// A memfd holding `data`, at offset 0.
+unique_fd memfd_with(const char* name, std::string_view data) {
+  unique_fd fd{::memfd_create(name, MFD_CLOEXEC)};
+  if (!fd || !proto::write_all(fd.get(), data) || ::lseek(fd.get(), 0, SEEK_SET) != 0)
+    return unique_fd{};
+  return fd;
+}
+
+} // namespace
+
+std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
+                                                  bool skills_view) const {
+  std::vector<std::string> a{opts_.bwrap_path};
+  auto add = [&](std::initializer_list<std::string> xs) { a.insert(a.end(), xs); };
+  // Every namespace, the network one too: `network: on` gets a stack of its own
+  // attached to it (netstack), never the host's network.
+  add({"--unshare-all", "--unshare-user", "--disable-userns"});
+  add({"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"});
+  add({"--info-fd", std::to_string(child_info_fd)});
+  add({"--ro-bind", "/usr", "/usr"});
+  // Merged /usr: /bin and friends are symlinks on the host and stay symlinks here.
+  for (const char* dir : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    std::error_code err;
+    auto st = fs::symlink_status(dir, err);
+    if (err || !fs::exists(st))
+      continue;
+    if (fs::is_symlink(st))
+      add({"--symlink", fs::read_symlink(dir, err).string(), dir});
+    else
+      add({"--ro-bind", dir, dir});
+  }
+  for (const char* e : {"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+                        "/etc/ssl/certs", "/etc/localtime"})
+    add({"--ro-bind-try", e, e});
+  if (network)
+    add({"--file", std::to_string(child_resolv_fd), "/etc/resolv.conf"});
+  add({"--proc", "/proc", "--dev", "/dev"});
+  // Host sources arrive staged at <stage>/<n> (see launch), in this order.
+  int n = 0;
+  auto staged = [&] { return stage_root_ + "/" + std::to_string(n++); };
+  add({spec.host_path_mode == mount_mode::ro && !spec.host_path.empty() ? "--ro-bind" : "--bind", staged(),
+       spec.mount_path});
+  for (auto& m : spec.extra_mounts) {
+    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
+      continue;
+    add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
+  }
+  if (skills_view)
+    add({"--bind", staged(), spec.mount_path + "/.skills"});
+  add({"--bind", staged(), io_in_sandbox});
+  // init is a copy on the sandbox's own root, not a bind of the build folder.
+  add({"--perms", "0555", "--file", std::to_string(child_init_fd), init_in_sandbox});
+  // Bounded tmpfs mounts made by the launcher; /dev itself then turns read-only, so
+  // the only writable place below it is the bounded /dev/shm.
+  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb))
+    add({"--bind", staged(), m.target});
+  add({"--remount-ro", "/dev"});
+  if (spec.read_only_rootfs)
+    add({"--remount-ro", "/"});
+  add({"--seccomp", std::to_string(seccomp_fd)});
+  add({"--clearenv", "--setenv", "PATH", sandbox_path, "--chdir", "/", init_in_sandbox});
+  return a;
+}
+
+box_error bwrap_backend::prepare(bwrap_session& s) {
+  const auto& spec = s.spec;
+  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  s.private_dir = opts_.state_dir + "/sessions/" + s.id_;
+  // The uid: the workspace's own (the owner of its folder, found by the scan or handed
+  // out now), else one for this session alone. boxd's own probes take a session uid.
+  if (has_host && !s.own_paths) {
+    auto folder = spec.host_path_mode == mount_mode::rw ? beneath::make_dirs_trusted(spec.host_path, 0755)
+                                                        : beneath::open_trusted(spec.host_path, O_PATH | O_DIRECTORY);
+    if (!folder)
+      return make_box_error(ec::box_error, "host path " + spec.host_path
+                                             + (errno == ENOENT ? " does not exist" : ": " + std::string{std::strerror(errno)}));
+    struct stat st{};
+    ::fstat(folder.get(), &st);
+    auto uid = impl_->uids->for_workspace(beneath::path_of(folder.get()), st.st_uid);
+    if (!uid)
+      return uid.error();
+    s.uid = s.gid = *uid;
+    // Record the uid on the folder itself (and hand over what is in it) before a quota
+    // image may be mounted over it: the scan at the next start reads it there.
+    if (spec.host_path_mode == mount_mode::rw)
+      hand_over(folder.get(), s.uid, s.gid, spec.host_path, opts_.host_gid);
+  } else {
+    auto uid = impl_->uids->for_session(s.id_);
+    if (!uid)
+      return uid.error();
+    s.uid = s.gid = *uid;
+    s.release_uid = [uids = impl_->uids, key = s.id_] { uids->release(key); };
+  }
+  // Hard quotas: the workspace's image mounted at its own path, or a private image for
+  // a session without a host path; the workspace's skill storage has one of its own.
+  if (has_host && spec.workspace_quota_mb > 0) {
+    auto name = managed_tenant_name(spec.host_path);
+    if (name.empty())
+      name = "path-" + sha256_hex(spec.host_path).substr(0, 24);
+    auto lease = impl_->quota->acquire(name, spec.host_path, spec.workspace_quota_mb, s.uid, s.gid);
+    if (!lease)
+      return lease.error();
+    s.leases.push_back(std::move(lease.value()));
+  } else if (!has_host && spec.workspace_quota_mb > 0) {
+    auto lease = impl_->quota->acquire(std::string{loop_quota::ephemeral_prefix} + s.id_, s.private_dir + "/workspace",
+                                       spec.workspace_quota_mb, s.uid, s.gid, true);
+    if (!lease)
+      return lease.error();
+    s.leases.push_back(std::move(lease.value()));
+  }
+  if (!opts_.skills_tenants_dir.empty() && has_host) {
+    if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
+      auto lease = impl_->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
+                                         opts_.skills_quota_mb, s.uid, s.gid);
+      if (!lease)
+        return lease.error();
+      s.leases.push_back(std::move(lease.value()));
+    }
+  }
+  s.prepared = true;
+  return {};
+}
+
+box_error bwrap_backend::launch(bwrap_session& s) {
+  std::unique_lock state{s.sandbox_mtx};
+  const auto& spec = s.spec;
+  const uint32_t uid = s.uid, gid = s.gid;
+  ++s.generation;
+  rlim_t nproc = 0;
+  if (!impl_->cgroups) // without cgroups the process cap is RLIMIT_NPROC of the sandbox uid
+    nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
+  /// What the launcher stages at <stage>/<n>: a source (an open folder or file, with a
+  /// detached copy of its mount for a tenant's source) or a bounded tmpfs.
+  struct staged_item {
+    unique_fd fd;
+    unique_fd tree;
+    std::string path;
+    bool dir = true;
+    std::string tmpfs;
+  };
+  std::vector<staged_item> items;
+  /// Opens one source: host paths by a walk that follows no link a sandbox could have
+  /// planted (open_trusted), a missing writable one created on the way; judged again
+  /// by the path the kernel reports for the open folder; handed over to the sandbox
+  /// uid through that same descriptor when `hand`. `label` names a tenant's source
+  /// ("" for boxd's own folders).
+  auto open_source = [&](const std::string& path, mount_mode mode, bool detach = true, const std::string& label = {},
+                         bool hand = false) -> box_error {
+    auto fd = mode == mount_mode::rw ? beneath::make_dirs_trusted(path, 0755) : beneath::open_trusted(path, O_PATH);
+    if (!fd) {
+      if (errno == ENOENT)
+        return make_box_error(ec::box_error, "host path " + path + " does not exist");
+      if (errno == ELOOP)
+        return make_box_error(ec::box_error, "host path " + path + " leads through a link that a sandbox can change");
+      return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
+    }
+    staged_item item;
+    item.path = beneath::path_of(fd.get());
+    if (!label.empty() && (within(item.path, opts_.state_dir) || within(opts_.state_dir, item.path)))
+      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+    if (hand)
+      hand_over(fd.get(), uid, gid, path, label.empty() ? -1 : opts_.host_gid);
+    struct stat st{};
+    item.dir = ::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
+    if (detach) {
+      item.tree.reset(high_fd(static_cast<int>(
+        ::open_tree(fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))));
+      if (!item.tree)
+        return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
+    }
+    item.fd.reset(high_fd(fd.release()));
+    items.push_back(std::move(item));
+    return {};
+  };
+
+  // Workspace: the spec's host path (under its quota image when it has one), else the
+  // session's private folder (or its private quota image).
+  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  if (has_host) {
+    if (auto e = open_source(spec.host_path, spec.host_path_mode, true, s.own_paths ? "" : "host_path",
+                             spec.host_path_mode == mount_mode::rw))
+      return e;
+  } else if (auto e = open_source(s.private_dir + "/workspace", mount_mode::rw, true, "", true)) {
+    return e;
+  }
+  for (auto& m : spec.extra_mounts) {
+    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
+      continue;
+    auto label = "extra_mounts[" + std::to_string(&m - spec.extra_mounts.data()) + "].host_path";
+    if (auto e = open_source(m.host_path, m.mode, true, s.own_paths ? "" : label, m.mode == mount_mode::rw))
+      return e;
+  }
+  std::error_code err;
+  // The skills view: a small tmpfs of this session, made shared, so skills mounted into
+  // it later (per exec) appear in the sandbox. A read-only workspace cannot take the
+  // mount point, so it gets no view.
+  if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
+    auto view = s.private_dir + "/skills";
+    fs::create_directories(view, err);
+    if (err || ::mount("boxrt-skills", view.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0)
+      return make_box_error(ec::box_error, "cannot prepare the skills view: " + std::string{std::strerror(errno)});
+    s.skills_view = view;
+    if (::mount(nullptr, view.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+      return make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)});
+    if (auto e = open_source(view, mount_mode::ro, false))
+      return e;
+  }
+  // The io folder: managed-process FIFOs and exit files, and init's control FIFOs.
+  // The sandbox uid owns it (0700); boxd reaches it as root. It is a tiny tmpfs, so
+  // the sandbox cannot fill the state directory's disk through it.
+  {
+    auto io = s.private_dir + "/io";
+    fs::create_directories(io, err);
+    auto options = "size=1m,nr_inodes=4096,mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
+    if (err || ::mount("boxrt-io", io.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0)
+      return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
+    s.io_dir = io; // from here on end_sandbox unmounts it
+    if (!make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
+      return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
+    if (auto e = open_source(io, mount_mode::rw, false))
+      return e;
+  }
+  // The bounded tmpfs mounts follow the sources (see build_args).
+  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
+    staged_item item;
+    auto owner = m.shared ? std::string{"mode=1777"}
+                          : "mode=0755,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
+    item.tmpfs = "size=" + std::to_string(m.bytes) + ",nr_inodes=" + std::to_string(m.inodes) + "," + owner;
+    items.push_back(std::move(item));
+  }
+  // Descriptors bwrap reads: the seccomp filter, init's image, the resolver file.
+  auto seccomp_fd = memfd_with("boxrt-seccomp", impl_->seccomp);
+  auto init_fd = reopen(impl_->init_image.get());
+  const bool network = spec.network == network_mode::on;
+  unique_fd resolv_fd;
+  if (network)
+    resolv_fd = memfd_with("boxrt-resolv", sandbox_resolv_conf);
+  if (!seccomp_fd || !init_fd || (network && !resolv_fd))
+    return make_box_error(ec::box_error, std::string{"cannot pass the sandbox its files: "} + std::strerror(errno));
+
+  // Limits: the cgroup the launcher joins before it becomes bwrap. I/O caps apply to
+  // the device of a workspace's quota image (boxd's probes: of its own folder).
+  if (impl_->cgroups) {
+    cgroup_limits limits;
+    limits.memory_bytes = spec.memory_mb * 1048576;
+    limits.pids = spec.pids_limit + opts_.pids_overhead;
+    limits.cpus = spec.cpus;
+    limits.io = opts_.io.any() && (spec.workspace_quota_mb > 0 || s.own_paths);
+    auto g = impl_->cgroups->create(s.id_ + "-" + std::to_string(s.generation), limits);
+    if (!g)
+      return g.error();
+    if (!s.adopt_group(std::move(g.value())))
+      return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " was interrupted while it started");
+    struct stat ws{};
+    if (limits.io && !items.empty() && ::fstat(items.front().fd.get(), &ws) == 0)
+      if (auto e = s.group->limit_io(major(ws.st_dev), minor(ws.st_dev), opts_.io))
+        return e;
+  }
+
+  // bwrap takes its arguments from a descriptor (--args), so /proc/<pid>/cmdline inside
+  // shows none of boxd's paths.
+  auto args = build_args(spec, child_seccomp_fd, network, !s.skills_view.empty());
+  // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
+  for (auto& a : args)
+    if (a.find('\0') != std::string::npos)
+      return make_box_error(ec::validation, "paths of the spec must not contain NUL characters");
+  // Options go through the descriptor; bwrap takes the command from its command line.
+  std::string packed;
+  for (size_t i = 1; i + 1 < args.size(); ++i) {
+    packed += args[i];
+    packed.push_back('\0');
+  }
+  auto args_fd = memfd_with("boxrt-args", packed);
+  if (!args_fd)
+    return make_box_error(ec::box_error, std::string{"cannot pass bwrap its arguments: "} + std::strerror(errno));
+  // Above every target number, so the launcher's dup2 onto 0..7 never clobbers one.
+  for (auto* fd : {&seccomp_fd, &init_fd, &resolv_fd, &args_fd})
+    if (*fd)
+      fd->reset(high_fd(fd->release()));
+  std::string bwrap = opts_.bwrap_path;
+  std::string fd_arg = std::to_string(child_args_fd);
+  std::string command = args.back();
+  char* argv[] = {bwrap.data(), const_cast<char*>("--args"), fd_arg.data(), command.data(), nullptr};
+  char* envp[] = {nullptr};
+
+  // Staging: the unprivileged bwrap cannot reach a source whose parent folders it may
+  // not traverse (a 0700 data folder, say). So the launcher, still root, makes itself a
+  // mount namespace of its own (a slave: mounts from the host, such as skills, still
+  // arrive; nothing goes back), mounts a tmpfs on the staging folder there and attaches
+  // each source to <stage>/<n> (tenant sources as detached mount copies taken above,
+  // boxd's own folders by path) and mounts the bounded tmpfs ones; bwrap binds from
+  // those. Nothing of this is visible on the host, and it all goes when the sandbox ends.
+  std::vector<std::string> stage_to;
+  std::vector<const char*> stage_from, stage_tmpfs;
+  std::vector<int> stage_tree;
+  std::vector<char> stage_is_dir;
+  for (size_t i = 0; i < items.size(); ++i) {
+    stage_to.push_back(stage_root_ + "/" + std::to_string(i));
+    stage_from.push_back(items[i].path.c_str());
+    stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
+    stage_tree.push_back(items[i].tree.get());
+    stage_is_dir.push_back(items[i].dir ? 1 : 0);
+  }
+  auto stage_root = stage_root_;
+
+  int in_pipe[2], out_pipe[2], err_pipe[2], info_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0
+      || ::pipe2(info_pipe, O_CLOEXEC) != 0)
+    return make_box_error(ec::box_error, std::string{"cannot create pipes: "} + std::strerror(errno));
+  for (int* p : {in_pipe, out_pipe, err_pipe, info_pipe}) {
+    p[0] = high_fd(p[0]);
+    p[1] = high_fd(p[1]);
+  }
+  unique_fd info_read{info_pipe[0]};
+  std::vector<int> join = s.group ? s.group->join_fds() : std::vector<int>{};
+  const int handed[][2] = {{seccomp_fd.get(), child_seccomp_fd}, {info_pipe[1], child_info_fd},
+                           {args_fd.get(), child_args_fd},       {init_fd.get(), child_init_fd},
+                           {resolv_fd.get(), child_resolv_fd},   {in_pipe[0], proto::channel_in},
+                           {out_pipe[1], proto::channel_out}};
+
+  pid_t pid = -1;
+  impl_->launcher.run([&] {
+  pid = ::fork();
+  if (pid == 0) {
+    // The launcher: plain system calls only, then exec bwrap.
+    auto die = [&](const char* what) {
+      (void)!::write(err_pipe[1], what, std::strlen(what));
+      ::_exit(120);
+    };
+    for (int fd : join)
+      if (::write(fd, "0", 1) != 1)
+        die("bwrap launcher: cannot join the session's cgroup");
+    child::reset_signals();
+    // bwrap and boxrt-init are not what the out-of-memory killer should pick; the
+    // command resets itself to 0. -999 (not -1000) keeps every process killable.
+    child::set_oom_score_adj("-999");
+    rlimit core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &core);
+    rlimit fsize{512ull << 20, 512ull << 20};
+    ::setrlimit(RLIMIT_FSIZE, &fsize);
+    if (nproc > 0) {
+      rlimit procs{nproc, nproc};
+      ::setrlimit(RLIMIT_NPROC, &procs);
+    }
+    ::setsid();
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0
+        || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
+      die("bwrap launcher: cannot prepare the staging mounts");
+    for (size_t i = 0; i < stage_to.size(); ++i) {
+      if (stage_is_dir[i]) {
+        if (::mkdir(stage_to[i].c_str(), 0755) != 0)
+          die("bwrap launcher: cannot create a staging folder");
+      } else {
+        int f = ::open(stage_to[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0)
+          die("bwrap launcher: cannot create a staging file");
+        ::close(f);
+      }
+      // A tenant's source arrives as the detached copy taken in boxd (no path lookup
+      // here, so nothing can be swapped in between); boxd's own folders by path; the
+      // bounded tmpfs mounts are made here.
+      bool staged = stage_tmpfs[i] != nullptr
+                      ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, stage_tmpfs[i]) == 0
+                    : stage_tree[i] >= 0
+                      ? ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0
+                      : ::mount(stage_from[i], stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+      if (!staged)
+        die("bwrap launcher: cannot stage a mount source");
+    }
+    // What the child keeps is exactly its stdio (nothing: the sandbox's reaper keeps it
+    // for life), bwrap's errors and the handed descriptors, init's channel among them;
+    // everything else is closed before the descriptor limit is lowered.
+    int null = ::open("/dev/null", O_RDWR);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_pipe[1], 2) < 0)
+      ::_exit(121);
+    for (auto& [from, to] : handed)
+      if ((from >= 0 ? ::dup2(from, to) : ::dup2(null, to)) < 0)
+        ::_exit(121);
+    ::close_range(proto::channel_out + 1, ~0u, 0);
+    rlimit nofile{1024, 1024};
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
+      ::_exit(123);
+    ::execve(bwrap.c_str(), argv, envp);
+    ::_exit(127);
+  }
+  });
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::close(info_pipe[1]);
+  items.clear();
+  if (s.group)
+    s.group->close_join_fds();
+  s.to_init.reset(in_pipe[1]);
+  s.from_init.reset(out_pipe[0]);
+  s.errors.reset(err_pipe[0]);
+  if (pid < 0)
+    return make_box_error(ec::box_error, std::string{"cannot start bwrap: "} + std::strerror(errno));
+  if (!s.adopt_bwrap(pid))
+    return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " was interrupted while it started");
+
+  std::string payload;
+  auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
+  auto st = read_frame(s.from_init.get(), payload, deadline, nullptr, 4096);
+  if (st != read_status::ok || proto::reader{payload}.field() != std::optional<std::string_view>{"ready"}) {
+    auto why = read_available(s.errors.get());
+    if (why.empty())
+      why = st == read_status::timeout ? "no answer within " + std::to_string(opts_.start_timeout_ms) + " ms"
+                                       : "it exited at start";
+    return make_box_error(ec::box_error, "bwrap could not start the sandbox: " + why);
+  }
+  // bwrap wrote the sandbox's first pid to the info descriptor before init ran.
+  s.ns_pid = child_pid_of(read_available(info_read.get()));
+  if (s.ns_pid > 0)
+    s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
+  // bwrap's errors matter only while it starts; a command could write to that pipe later
+  // (through the reaper's /proc/1/fd/2).
+  s.errors.reset();
+  // init opened both control FIFOs before it said ready, so neither open blocks; once
+  // boxd holds its ends the names go, so no command can open the channel itself.
+  s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  s.ctl_rep.reset(high_fd(::open((s.io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  if (!s.ctl_req || !s.ctl_rep)
+    return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " has no control channel");
+  ::unlink((s.io_dir + "/ctl.req").c_str());
+  ::unlink((s.io_dir + "/ctl.rep").c_str());
+  // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
+  ::fcntl(s.to_init.get(), F_SETFL, ::fcntl(s.to_init.get(), F_GETFL) | O_NONBLOCK);
+  if (network) {
+    // The namespace by descriptor, taken while the reaper's pidfd shows it alive: a pid
+    // that died and was reused meanwhile cannot redirect the rules to another namespace.
+    unique_fd netns;
+    if (s.ns_pid > 0)
+      netns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns || s.died())
+      return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " did not report its namespaces");
+    auto stack = netstack::attach(netns.get(), destinations_to_refuse(opts_.listen_host), s.private_dir);
+    if (!stack)
+      return stack.error();
+    s.net = std::move(stack.value());
+  }
+  return {};
+}
+
+box_error bwrap_backend::revive(bwrap_session& s) {
+  if (!s.died())
+    return {};
+  spdlog::info("bwrap: the sandbox of session {} ({}) has died; starting a fresh one", s.spec.session_id, s.id());
+  s.end_sandbox();
+  if (auto e = launch(s)) {
+    s.end_sandbox();
+    return e;
+  }
+  return {};
+}
+
+} // namespace boxrt

@@ -1,0 +1,200 @@
+// The sandbox of one bwrap session at run time: its control channel to boxrt-init,
+// its managed processes and their end with it, and the helpers of the driver.
+#include "backends/bwrap/sandbox.hpp"
+
+namespace boxrt {
+
+namespace bwrap_detail {
+
+std::vector<std::string> sandbox_env(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out{std::string{"PATH="} + sandbox_path, "HOME=/home", "PYTHONUNBUFFERED=1",
+                               "LANG=C.UTF-8"};
+  for (auto& [k, v] : env)
+    out.push_back(k + "=" + v);
+  return out;
+}
+
+bool make_fifo(const std::string& path, uint32_t uid, uint32_t gid) {
+  ::unlink(path.c_str());
+  return ::mkfifo(path.c_str(), 0600) == 0 && ::lchown(path.c_str(), uid, gid) == 0;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t i = 0;
+  while (i <= dirs.size()) {
+    auto j = dirs.find(':', i);
+    if (j == std::string::npos)
+      j = dirs.size();
+    auto candidate = dirs.substr(i, j - i) + "/" + name;
+    if (j > i && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    i = j + 1;
+  }
+  return {};
+}
+
+std::string self_dir() {
+  std::error_code err;
+  auto exe = fs::read_symlink("/proc/self/exe", err);
+  return err ? std::string{} : exe.parent_path().string();
+}
+
+int high_fd(int fd) {
+  if (fd < 0)
+    return fd;
+  int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return h;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
+}
+
+std::string read_available(int fd) {
+  std::string out;
+  char chunk[4096];
+  for (int i = 0; i < 16; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, i == 0 ? 200 : 0) <= 0)
+      break;
+    auto n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0)
+      break;
+    out.append(chunk, static_cast<size_t>(n));
+  }
+  return std::string{py::strip(out)};
+}
+
+void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown, int64_t host_gid) {
+  struct stat st{};
+  if (::fstat(fd, &st) == 0 && st.st_uid == uid && st.st_gid == gid)
+    return;
+  if (auto e = beneath::hand_over(fd, uid, gid, host_gid); e != 0)
+    spdlog::warn("bwrap: cannot hand {} over to uid {}: {}", shown, uid, std::strerror(e));
+}
+
+pid_t child_pid_of(const std::string& info) {
+  constexpr std::string_view key = "\"child-pid\"";
+  auto at = info.find(key);
+  if (at == std::string::npos)
+    return -1;
+  at = info.find_first_of("0123456789", at + key.size());
+  if (at == std::string::npos)
+    return -1;
+  pid_t pid = 0;
+  auto [end, errc] = std::from_chars(info.data() + at, info.data() + info.size(), pid);
+  return errc == std::errc{} ? pid : -1;
+}
+
+bool within(const std::string& p, const std::string& base) {
+  return p == base || p.starts_with(base + "/");
+}
+
+std::string skill_mount_name(const box_spec& spec, const mount_spec& m) {
+  if (!is_skill_mount(spec, m))
+    return {};
+  return m.mount_path.substr(spec.mount_path.size() + 9); // after "/.skills/"
+}
+
+box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro) {
+  int tree = static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+  if (tree < 0)
+    return make_box_error(ec::box_error, "cannot mount " + shown + ": " + std::strerror(errno));
+  unique_fd owned{tree};
+  if (ro) {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+      return make_box_error(ec::box_error, "cannot make " + shown + " read-only: " + std::strerror(errno));
+  }
+  if (::move_mount(tree, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return make_box_error(ec::box_error, "cannot mount " + shown + " at " + target + ": " + std::strerror(errno));
+  return {};
+}
+
+void unmount_and_remove(const std::string& dir) {
+  for (auto& m : mounts_under(dir))
+    ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  if (!mounts_under(dir).empty()) {
+    spdlog::warn("bwrap: {} still has mounts; not removed", dir);
+    return;
+  }
+  auto slash = dir.rfind('/');
+  auto parent = beneath::open_root(dir.substr(0, slash == 0 ? 1 : slash));
+  if (!parent)
+    return;
+  if (auto err = beneath::remove_tree(parent.get(), dir.substr(slash + 1)))
+    spdlog::warn("bwrap: cannot remove {} ({}: {}); retried at the next start", dir, err.detail,
+                 std::strerror(err.error));
+}
+
+std::vector<ephemeral_mount> ephemeral_mounts(const bwrap_options& o, int64_t memory_mb) {
+  std::vector<std::pair<const char*, int64_t>> wanted{{"/tmp", o.tmp_size_mb}, {"/home", o.home_size_mb},
+                                                      {"/dev/shm", o.shm_size_mb}};
+  int64_t sum = 0;
+  for (auto& [t, mb] : wanted)
+    sum += std::max<int64_t>(mb, 1);
+  const int64_t budget = std::max<int64_t>(memory_mb / 2, 3);
+  std::vector<ephemeral_mount> out;
+  for (auto& [t, mb] : wanted) {
+    auto size = std::max<int64_t>(mb, 1);
+    if (sum > budget)
+      size = std::max<int64_t>(size * budget / sum, 1);
+    out.push_back({t, size * 1048576, size * inodes_per_mb, std::string_view{t} != "/home"});
+  }
+  return out;
+}
+
+std::string managed_tenant_name(const std::string& host_path) {
+  static const std::regex pattern{"ws-[0-9a-f]{24}"};
+  fs::path p{host_path};
+  auto name = p.filename().string();
+  if (p.parent_path().filename() == "tenants" && std::regex_match(name, pattern))
+    return name;
+  return {};
+}
+
+} // namespace bwrap_detail
+
+result<proto::control_reply> bwrap_session::control(std::string frame, int64_t id) {
+  std::lock_guard lock{ctl_mtx};
+  if (!ctl_req || !alive())
+    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " is not running");
+  auto deadline = clock_type::now() + control_timeout;
+  if (write_frame(ctl_req.get(), frame, deadline, &interrupted_) != read_status::ok)
+    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
+  for (;;) {
+    std::string payload;
+    // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
+    auto st = read_frame(ctl_rep.get(), payload, deadline, &interrupted_, 64 * 1024);
+    if (st == read_status::timeout)
+      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " did not answer in time");
+    if (st == read_status::closed)
+      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " has ended");
+    auto reply = proto::decode_control_reply(payload);
+    if (!reply)
+      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " sent a malformed reply");
+    if (reply->id == id)
+      return *reply;
+  }
+}
+
+void bwrap_session::sandbox_ended() {
+  std::vector<std::shared_ptr<bwrap_managed_process>> alive;
+  {
+    std::lock_guard lock{procs_mtx_};
+    for (auto& w : procs_)
+      if (auto p = w.lock())
+        alive.push_back(std::move(p));
+    procs_.clear();
+  }
+  for (auto& p : alive)
+    p->sandbox_ended();
+}
+
+} // namespace boxrt

@@ -1,0 +1,522 @@
+// Internal to backends/bwrap/: the session and managed-process classes, the launcher
+// thread and the helpers that bwrap.cpp (the backend: exec, skills view, readiness),
+// launch.cpp (sources, staging, fork and the init handshake) and sandbox.cpp (session
+// teardown, control channel, managed processes) share.
+#pragma once
+
+#include "backends/bwrap/bwrap.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sched.h>
+#include <shared_mutex>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <mutex>
+#include <future>
+#include <functional>
+#include <deque>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "backends/linux/cgroup.hpp"
+#include "backends/linux/child.hpp"
+#include "backends/linux/deadline.hpp"
+#include "backends/init/init_channel.hpp"
+#include "backends/init/init_protocol.hpp"
+#include "backends/linux/beneath.hpp"
+#include "backends/linux/netstack.hpp"
+#include "backends/linux/uids.hpp"
+#include "messages/base/unique_fd.hpp"
+#include "backends/linux/managed.hpp"
+#include "backends/linux/output.hpp"
+#include "backends/linux/quota.hpp"
+#include "backends/readiness_keys.hpp"
+#include "backends/linux/seccomp.hpp"
+#include "messages/base/pytext.hpp"
+#include "messages/tenancy.hpp"
+
+namespace boxrt {
+
+namespace fs = std::filesystem;
+namespace proto = init_protocol;
+using init_channel::read_frame;
+using init_channel::read_status;
+using init_channel::write_frame;
+using clock_type = std::chrono::steady_clock;
+
+namespace bwrap_detail {
+
+/// Commands see this PATH (the reference's nsjail value).
+inline constexpr const char* sandbox_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where boxrt-init appears inside every sandbox.
+inline constexpr const char* init_in_sandbox = "/.boxrt/init";
+
+/// Where the session's io folder (managed-process FIFOs, exit files, the control FIFOs
+/// of boxrt-init) appears inside every sandbox.
+inline constexpr const char* io_in_sandbox = "/.boxrt/io";
+
+/// How long a control request (spawn, kill) may wait for boxrt-init's reply.
+inline constexpr auto control_timeout = std::chrono::seconds{10};
+
+/// The environment every command sees, then the spec's own variables.
+std::vector<std::string> sandbox_env(const std::map<std::string, std::string>& env);
+
+/// A FIFO the sandbox uid may open, made fresh: whatever the sandbox left under that
+/// name (it owns the folder) is removed first, never followed.
+bool make_fifo(const std::string& path, uint32_t uid, uint32_t gid);
+
+std::string find_on_path(const std::string& name);
+
+std::string self_dir();
+
+/// Moves `fd` to a number >= 10 (close-on-exec), so the launcher's dup2 onto 0..N
+/// never clobbers another descriptor it still needs.
+int high_fd(int fd);
+
+void close_fd(int& fd);
+
+std::string read_available(int fd);
+
+/// Gives the folder `fd` and everything below it to the sandbox uid, so the
+/// unprivileged command can write what the spec says it may write (descriptor walk:
+/// a sandbox that swaps a folder for a link meanwhile redirects nothing).
+void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown, int64_t host_gid = -1);
+
+/// The "child-pid" of bwrap's --info-fd JSON, or -1.
+pid_t child_pid_of(const std::string& info);
+
+/// True when `p` is `base` or lies below it.
+bool within(const std::string& p, const std::string& base);
+
+/// The skill name when `m` is a skill mount: `<mount_path>/.skills/<name>`, one level
+/// deep. Skill mounts come and go per exec without a new sandbox (see docs/sandbox.md).
+std::string skill_mount_name(const box_spec& spec, const mount_spec& m);
+
+/// Attaches the folder `source` (a descriptor) at `target` in boxd's own mount
+/// namespace, read-only from the start when `ro` (a remount would not reach the
+/// sandbox's copies), so the new mount propagates into the sandbox through the shared
+/// skills view.
+box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro);
+
+/// Detaches every mount at or below `dir`, then removes `dir` (a folder of boxd's state)
+/// by descriptor: the removal never enters a mount, so it cannot reach into a skill
+/// package or a workspace, and a failure is logged, not ignored.
+void unmount_and_remove(const std::string& dir);
+
+/// One bounded tmpfs of a sandbox, mounted by the launcher (bwrap 0.8 can size a tmpfs
+/// but not cap its inodes, nor size /dev) and bound in.
+struct ephemeral_mount {
+  const char* target;
+  int64_t bytes;
+  int64_t inodes;
+  bool shared;  // 1777 (/tmp, /dev/shm); else owned by the sandbox uid, 0755 (/home)
+};
+
+/// Inodes per MiB of a bounded tmpfs: each costs kernel memory the size does not count.
+inline constexpr int64_t inodes_per_mb = 256;
+
+/// /tmp, /home and /dev/shm with their configured sizes, scaled down together so that
+/// they hold at most half of `memory_mb` (at least 1 MiB each).
+std::vector<ephemeral_mount> ephemeral_mounts(const bwrap_options& o, int64_t memory_mb);
+
+/// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.
+std::string managed_tenant_name(const std::string& host_path);
+
+} // namespace bwrap_detail
+
+using namespace bwrap_detail;
+
+// -- session ----------------------------------------------------------------------------
+
+class bwrap_managed_process;
+
+class bwrap_session final : public backend_session, public std::enable_shared_from_this<bwrap_session> {
+ public:
+  bwrap_session(std::string id, box_spec spec, bool own_paths)
+    : id_(std::move(id)), spec(std::move(spec)), own_paths(own_paths) {}
+  ~bwrap_session() override { teardown(); }
+
+  std::string id() const override { return id_; }
+  bool alive() const override { return alive_.load() && !interrupted_.load(); }
+
+  /// Called from an actor thread: one round of SIGKILL, never a wait. The teardown on
+  /// the pool makes sure nothing is left.
+  void interrupt() override {
+    interrupted_ = true;
+    alive_ = false;
+    // Whoever holds the lock is killing the sandbox already (or installing a new one,
+    // which checks interrupted_ when it is done): the actor thread never waits here.
+    std::unique_lock lock{kill_mtx_, std::try_to_lock};
+    if (!lock.owns_lock())
+      return;
+    if (group)
+      group->signal_all();
+    kill_bwrap();
+  }
+
+  /// Installs what a launch made: the cgroup, then the started bwrap. Returns false
+  /// when the session was interrupted meanwhile (the caller kills what it made).
+  bool adopt_group(std::unique_ptr<cgroup_tree::group> g) {
+    std::lock_guard lock{kill_mtx_};
+    group = std::move(g);
+    return !interrupted_;
+  }
+  bool adopt_bwrap(pid_t p) {
+    std::lock_guard lock{kill_mtx_};
+    pid = p;
+    pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
+    if (interrupted_)
+      kill_bwrap();
+    return !interrupted_;
+  }
+
+  /// SIGKILLs every process of the sandbox (its cgroup, and bwrap itself) and waits
+  /// until the group is empty (bounded). `over`: the session ends with it (a timeout, a
+  /// broken channel); else the next exec starts a fresh sandbox. Blocking: pool only.
+  void kill_sandbox(bool over) {
+    if (over)
+      alive_ = false;
+    std::lock_guard lock{kill_mtx_};
+    if (group)
+      group->kill_all();
+    kill_bwrap();
+  }
+
+  /// True once the sandbox's outer bwrap has exited (its pidfd is readable): it was
+  /// killed, or init died and took it along. Non-blocking.
+  bool died() const {
+    if (pid <= 0)
+      return true;
+    // The outer bwrap, or the sandbox's reaper (pid 1 inside), which ends with init.
+    for (auto* fd : {&pidfd, &ns_pidfd}) {
+      pollfd p{fd->get(), POLLIN, 0};
+      if (*fd && ::poll(&p, 1, 0) > 0)
+        return true;
+    }
+    return false;
+  }
+
+  /// Ends the sandbox itself and what each launch makes (processes, pipes, cgroup,
+  /// network stack, io folder, skills view) and keeps what outlives a sandbox: the
+  /// private workspace, the quota leases and the uid. Idempotent.
+  void end_sandbox() {
+    std::unique_lock state{sandbox_mtx};
+    to_init.reset(); // boxrt-init exits on end of input
+    kill_sandbox(false);
+    if (pid > 0) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      std::lock_guard lock{kill_mtx_};
+      pid = -1;
+      pidfd.reset();
+    }
+    ns_pid = -1;
+    ns_pidfd.reset();
+    from_init.reset();
+    errors.reset();
+    {
+      std::lock_guard lock{ctl_mtx};
+      ctl_req.reset();
+      ctl_rep.reset();
+    }
+    net.reset();
+    sandbox_ended(); // before the io folder goes
+    {
+      std::lock_guard lock{kill_mtx_};
+      if (group)
+        group->destroy();
+      group.reset();
+    }
+    for (auto* dir : {&skills_view, &io_dir})
+      if (!dir->empty()) {
+        for (auto& m : mounts_under(*dir))
+          ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+        dir->clear();
+      }
+    skills_mounted.clear();
+  }
+
+  /// Ends the sandbox and frees everything it held. Idempotent.
+  void teardown() {
+    std::lock_guard lock{teardown_mtx_};
+    if (torn_down_)
+      return;
+    torn_down_ = true;
+    alive_ = false;
+    end_sandbox();
+    leases.clear();
+    if (!private_dir.empty())
+      unmount_and_remove(private_dir);
+    if (release_uid)
+      release_uid();
+  }
+
+  std::string id_;
+  /// The spec the session started with: every fresh sandbox of it is made from this.
+  box_spec spec;
+  bool own_paths = false;
+  std::atomic<bool> alive_{true};
+  std::atomic<bool> interrupted_{false};
+  /// The outer bwrap (a child of boxd) and a pidfd of it.
+  pid_t pid = -1;
+  unique_fd pidfd;
+  /// The sandbox's first process as the host sees it (bwrap's --info-fd child-pid): the
+  /// way into its namespaces.
+  pid_t ns_pid = -1;
+  unique_fd ns_pidfd;
+  unique_fd to_init;
+  unique_fd from_init;
+  unique_fd errors;
+  std::unique_ptr<cgroup_tree::group> group;
+  std::unique_ptr<netstack> net;
+  std::vector<std::shared_ptr<loop_quota::lease>> leases;
+  /// Quota leases and the uid are taken by the first launch and kept by later ones.
+  bool prepared = false;
+  std::function<void()> release_uid;
+  /// `<state>/sessions/<sid>`: the private workspace, the io folder, the skills view.
+  std::string private_dir;
+  /// Host side of the sandbox's `<mount_path>/.skills`: a shared tmpfs whose submounts
+  /// (one per skill of the current exec) propagate into the sandbox. "" = none.
+  std::string skills_view;
+  /// Skill name -> (host path, mode) mounted in the view now.
+  std::map<std::string, mount_spec> skills_mounted;
+  /// Host uid and gid the sandbox runs as.
+  uint32_t uid = 0, gid = 0;
+  /// How many sandboxes this session has had (a dead one is replaced on the next exec).
+  int generation = 0;
+  /// One exec at a time (the session actor serializes too; this guards the pipes).
+  std::mutex exec_mtx;
+  /// What a launch makes and end_sandbox takes down (io folder, skills view, pipes):
+  /// exclusive for those two, shared for a managed-process start beside an exec.
+  std::shared_mutex sandbox_mtx;
+
+  /// Host side of the io folder bound at /.boxrt/io ("" = none).
+  std::string io_dir;
+  /// boxrt-init's control FIFOs (host ends), guarded by ctl_mtx; one request at a time.
+  std::mutex ctl_mtx;
+  unique_fd ctl_req;
+  unique_fd ctl_rep;
+  int64_t ctl_seq = 0;
+  /// Names the managed processes p1, p2, ...
+  std::atomic<uint64_t> process_seq{0};
+
+  /// Sends one control request and waits for its reply (stale replies of requests
+  /// that timed out are skipped). Blocking, bounded by control_timeout.
+  result<proto::control_reply> control(std::string frame, int64_t id);
+
+  void add_process(const std::shared_ptr<bwrap_managed_process>& p) {
+    std::lock_guard lock{procs_mtx_};
+    std::erase_if(procs_, [](auto& w) { return w.expired(); });
+    procs_.push_back(p);
+  }
+
+  /// Tells each managed process its sandbox is gone (defined after that class).
+  void sandbox_ended();
+
+ private:
+  /// SIGKILL to bwrap through its pidfd (never a pid that may have been reused since
+  /// it was reaped). Called with kill_mtx_ held.
+  void kill_bwrap() {
+    if (pidfd)
+      ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    else if (pid > 0)
+      ::kill(pid, SIGKILL);
+  }
+
+  std::mutex teardown_mtx_;
+  std::mutex procs_mtx_;
+  std::vector<std::weak_ptr<bwrap_managed_process>> procs_;
+  /// Guards `group`, `pid` and `pidfd` between interrupt (actor thread) and the pool.
+  std::mutex kill_mtx_;
+  bool torn_down_ = false;
+};
+
+/// A managed process inside a bwrap sandbox: boxrt-init's child, reached through FIFOs
+/// of the session's io folder. Its exit code comes from the `<name>.exit` file init
+/// writes; when the sandbox itself ends first, the code is 137 (killed with it).
+class bwrap_managed_process final : public fd_managed_process {
+ public:
+  bwrap_managed_process(std::weak_ptr<bwrap_session> session, std::string name, std::string io_dir,
+                        int in_fd, int out_fd, int err_fd)
+    : fd_managed_process{in_fd, out_fd, err_fd}, session_{std::move(session)}, name_{std::move(name)},
+      exit_path_{io_dir + "/" + name_ + ".exit"} {}
+
+  ~bwrap_managed_process() override {
+    if (!exit_code())
+      send_signal(SIGKILL);
+    ::unlink(exit_path_.c_str());
+  }
+
+  /// The sandbox is going: the exit code is what init recorded, else 137.
+  void sandbox_ended() {
+    ended_ = true;
+    exit_code();
+  }
+
+ protected:
+  std::optional<int64_t> poll_exit() override {
+    if (auto code = read_exit_file())
+      return code;
+    auto s = session_.lock();
+    if (ended_ || !s || !s->alive())
+      return read_exit_file().value_or(137);
+    return std::nullopt;
+  }
+
+  void wait_exit(clock_type::time_point deadline) override {
+    // The exit file appears when init reaps the process; it is looked for every 10 ms.
+    while (!exit_code()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      if (left <= 0)
+        return;
+      ::poll(nullptr, 0, static_cast<int>(std::min<int64_t>(left, 10)));
+    }
+  }
+
+  void send_signal(int sig) override {
+    auto s = session_.lock();
+    if (!s || ended_)
+      return;
+    proto::kill_request req;
+    req.id = 0;
+    req.name = name_;
+    req.signal = sig;
+    {
+      std::lock_guard lock{s->ctl_mtx};
+      req.id = ++s->ctl_seq;
+    }
+    if (auto r = s->control(proto::encode(req), req.id); !r)
+      spdlog::debug("bwrap: cannot signal managed process {} in {}: {}", name_, s->id(), r.error().message);
+  }
+
+ private:
+  /// The code init wrote; the file belongs to the sandbox uid, so it is read with care
+  /// (no symlink, no FIFO, a number only).
+  std::optional<int64_t> read_exit_file() const {
+    int fd = ::open(exit_path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      return std::nullopt;
+    struct stat st{};
+    char buf[32] = {};
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+      n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0)
+      return std::nullopt;
+    auto text = py::strip(std::string_view{buf, static_cast<size_t>(n)});
+    int64_t code = 0;
+    auto [end, errc] = std::from_chars(text.data(), text.data() + text.size(), code);
+    if (errc != std::errc{} || end != text.data() + text.size())
+      return std::nullopt;
+    return code;
+  }
+
+  std::weak_ptr<bwrap_session> session_;
+  std::string name_;
+  std::string exit_path_;
+  std::atomic<bool> ended_{false};
+};
+
+// -- backend ----------------------------------------------------------------------------
+
+/// The one thread that forks sandboxes. bwrap's --die-with-parent (a parent-death
+/// signal) fires when the *thread* that forked it ends, and worker-pool threads end
+/// when idle: forking from this thread, which lives as long as the backend, keeps warm
+/// sandboxes alive.
+class launcher_thread {
+ public:
+  launcher_thread() : thread_([this] { loop(); }) {}
+  ~launcher_thread() {
+    {
+      std::lock_guard lock{mtx_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  /// Runs `fn` on the launcher thread and waits for it.
+  void run(const std::function<void()>& fn) {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    {
+      std::lock_guard lock{mtx_};
+      jobs_.push_back([&] {
+        fn();
+        done.set_value();
+      });
+    }
+    cv_.notify_one();
+    finished.wait();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock{mtx_};
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty())
+        return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct bwrap_backend::impl {
+  launcher_thread launcher;
+  std::unique_ptr<cgroup_tree> cgroups;
+  std::string cgroup_reason;
+  std::unique_ptr<loop_quota> quota;
+  /// Shared with the sessions: one may outlive the backend (its release still counts).
+  std::shared_ptr<uid_allocator> uids;
+  std::string seccomp;
+  /// boxrt-init, read once: each sandbox gets a copy on its own root (bwrap --file), so
+  /// the build folder's path never shows inside.
+  unique_fd init_image;
+  int lock_fd = -1;
+  std::atomic<uint64_t> next_id{1};
+  std::mutex probe_mtx;
+  std::optional<bool> storage_ok;
+  std::string storage_reason;
+};
+
+} // namespace boxrt

@@ -1,0 +1,468 @@
+// boxrt-init: the process that keeps a warm bwrap sandbox alive. It runs inside the
+// sandbox (already in its namespaces, as the unprivileged sandbox uid, under the seccomp
+// filter), reads exec requests on stdin and answers on stdout (backends/init/init_protocol.hpp).
+// Per exec it creates and enters the workdir itself, forks `/bin/sh -c CMD` in a process
+// group of its own, collects both output streams (capped as it reads) and the exit
+// status, then kills whatever the command left running in its group. It also starts
+// managed processes (long-running stdio servers) on request over the control FIFOs of
+// /.boxrt/io, serves those requests even while an exec runs, reaps them and records
+// their exit codes there. It exits when its stdin closes (the sandbox ends with it).
+// Standard library and POSIX only.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/init/init_protocol.hpp"
+#include "backends/linux/child.hpp"
+
+extern char** environ;
+
+namespace proto = boxrt::init_protocol;
+
+namespace {
+
+/// The session's io folder: FIFOs of managed processes, their exit files, control FIFOs.
+constexpr const char* io_dir = "/.boxrt/io";
+
+/// The managed-process side of init: control FIFOs, SIGCHLD, the children by pid.
+struct control_state {
+  int req = -1; // ctl.req, held O_RDWR so it never reads end of input
+  int rep = -1; // ctl.rep, held O_RDWR so opening it never blocks
+  int sig = -1; // signalfd for SIGCHLD
+  std::map<pid_t, std::string> managed;
+};
+control_state ctl;
+
+using proto::write_all;
+
+bool read_all(int fd, char* buf, size_t n) {
+  while (n > 0) {
+    auto r = ::read(fd, buf, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    buf += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool read_frame(int fd, std::string& payload) {
+  char len[4];
+  if (!read_all(fd, len, 4))
+    return false;
+  auto n = proto::get_u32(len);
+  if (n > proto::max_frame_bytes)
+    return false;
+  payload.resize(n);
+  return n == 0 || read_all(fd, payload.data(), n);
+}
+
+/// `mkdir -p`; "" on success, else the message sh's mkdir would print.
+std::string make_dirs(const std::string& path) {
+  if (path.empty() || path[0] != '/')
+    return "workdir must be an absolute path";
+  std::string cur;
+  size_t i = 1;
+  while (i <= path.size()) {
+    auto j = path.find('/', i);
+    if (j == std::string::npos)
+      j = path.size();
+    cur = path.substr(0, j);
+    if (j > i && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      return "mkdir: cannot create directory '" + cur + "': " + std::strerror(errno);
+    i = j + 1;
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "mkdir: cannot create directory '" + path + "': Not a directory";
+  return {};
+}
+
+/// The last steps of a child before it execs a tenant's program: only stdio stays open
+/// (init's own channels must not outlive the fork), the process becomes dumpable again
+/// (init is not, so commands cannot open /proc/<init>/fd/* or attach to it; a child
+/// that is about to run tenant code holds nothing worth protecting), and its
+/// out-of-memory score is reset so the kernel picks the command, not init.
+void become_command() {
+  ::close_range(3, ~0U, 0);
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  boxrt::child::set_oom_score_adj("0");
+}
+
+std::string io_path(const std::string& name, const char* suffix) {
+  return std::string{io_dir} + "/" + name + suffix;
+}
+
+int64_t exit_code_of(int status) {
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/// `<name>.exit`, written whole then renamed, so the host never reads half a number.
+void write_exit(const std::string& name, int64_t code) {
+  auto tmp = io_path(name, ".exit.tmp");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return;
+  auto text = std::to_string(code) + "\n";
+  bool ok = write_all(fd, text);
+  ::close(fd);
+  if (ok)
+    ::rename(tmp.c_str(), io_path(name, ".exit").c_str());
+}
+
+/// Reaps the managed children that have ended. Only ours, by pid: an exec's child is
+/// waited for by run() itself.
+void reap_managed() {
+  if (ctl.sig >= 0) {
+    signalfd_siginfo info;
+    while (::read(ctl.sig, &info, sizeof info) > 0) {
+    }
+  }
+  for (auto it = ctl.managed.begin(); it != ctl.managed.end();) {
+    int status = 0;
+    auto r = ::waitpid(it->first, &status, WNOHANG);
+    if (r == it->first) {
+      write_exit(it->second, exit_code_of(status));
+      it = ctl.managed.erase(it);
+    } else if (r < 0 && errno == ECHILD) {
+      write_exit(it->second, 137);
+      it = ctl.managed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && name != "." && name != ".." && name != "ctl"
+         && name.find('/') == std::string::npos;
+}
+
+/// Forks the managed process: its own session and process group, the FIFOs as stdio,
+/// cwd created and entered, then execvp (no shell). Replies once the child holds the
+/// FIFOs; a command that cannot run exits 127 (126: not executable, 1: cwd) with the
+/// reason on its stderr, as `sh -c 'mkdir -p CWD && cd CWD && exec CMD'` would.
+proto::control_reply spawn(const proto::spawn_request& req) {
+  proto::control_reply reply;
+  reply.id = req.id;
+  if (!valid_name(req.name) || req.command.empty()) {
+    reply.error = "invalid managed process request";
+    return reply;
+  }
+  for (auto& [pid, name] : ctl.managed)
+    if (name == req.name) {
+      reply.error = "managed process " + req.name + " is already running";
+      return reply;
+    }
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) {
+    reply.error = std::string{"cannot create a pipe: "} + std::strerror(errno);
+    return reply;
+  }
+  std::vector<char*> argv, envp;
+  argv.push_back(const_cast<char*>(req.command.c_str()));
+  for (auto& a : req.args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : req.env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::unlink(io_path(req.name, ".exit").c_str());
+  auto pid = ::fork();
+  if (pid < 0) {
+    reply.error = std::string{"cannot start the process: "} + std::strerror(errno);
+    ::close(sync[0]), ::close(sync[1]);
+    return reply;
+  }
+  if (pid == 0) {
+    // init is single-threaded: allocation is safe here.
+    ::setsid();
+    boxrt::child::reset_signals();
+    int in = ::open(io_path(req.name, ".in").c_str(), O_RDONLY | O_CLOEXEC);
+    int out = ::open(io_path(req.name, ".out").c_str(), O_WRONLY | O_CLOEXEC);
+    int err = ::open(io_path(req.name, ".err").c_str(), O_WRONLY | O_CLOEXEC);
+    if (in < 0 || out < 0 || err < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
+      ::_exit(126);
+    (void)!::write(sync[1], "o", 1);
+    become_command();
+    if (auto e = make_dirs(req.cwd); !e.empty()) {
+      write_all(2, e + "\n");
+      ::_exit(1);
+    }
+    if (::chdir(req.cwd.c_str()) != 0) {
+      write_all(2, "cd: " + req.cwd + ": " + std::strerror(errno) + "\n");
+      ::_exit(1);
+    }
+    environ = envp.data(); // execvp searches the PATH the process is given
+    ::execvp(argv[0], argv.data());
+    auto e = errno;
+    write_all(2, req.command + (e == ENOENT ? ": not found" : std::string{": "} + std::strerror(e)) + "\n");
+    ::_exit(e == ENOENT ? 127 : 126);
+  }
+  ::close(sync[1]);
+  // The opens cannot block (the host holds the other ends), so this wait is short.
+  char c = 0;
+  pollfd p{sync[0], POLLIN, 0};
+  int rc;
+  while ((rc = ::poll(&p, 1, 5000)) < 0 && errno == EINTR) {
+  }
+  bool opened = rc > 0 && ::read(sync[0], &c, 1) == 1 && c == 'o';
+  ::close(sync[0]);
+  if (!opened) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    reply.error = "managed process " + req.name + " could not open its stdio";
+    return reply;
+  }
+  ctl.managed[pid] = req.name;
+  reply.pid = pid;
+  return reply;
+}
+
+proto::control_reply signal_managed(const proto::kill_request& req) {
+  proto::control_reply reply;
+  reply.id = req.id;
+  if (req.signal <= 0 || req.signal >= NSIG) {
+    reply.error = "invalid signal";
+    return reply;
+  }
+  for (auto& [pid, name] : ctl.managed)
+    if (name == req.name) {
+      if (::kill(-pid, static_cast<int>(req.signal)) != 0)
+        ::kill(pid, static_cast<int>(req.signal));
+      break;
+    }
+  return reply; // an ended process needs no signal
+}
+
+/// Serves one control request; a broken control channel is closed for good.
+void serve_control() {
+  std::string payload;
+  if (!read_frame(ctl.req, payload)) {
+    ::close(ctl.req);
+    ctl.req = -1;
+    return;
+  }
+  proto::control_reply reply;
+  auto kind = proto::request_kind(payload);
+  if (kind == "spawn") {
+    if (auto r = proto::decode_spawn(payload))
+      reply = spawn(*r);
+    else
+      reply.error = "malformed spawn request";
+  } else if (kind == "kill") {
+    if (auto r = proto::decode_kill(payload))
+      reply = signal_managed(*r);
+    else
+      reply.error = "malformed kill request";
+  } else {
+    reply.error = "unknown request";
+  }
+  write_all(ctl.rep, proto::encode(reply));
+}
+
+/// Reaps and serves control requests when poll saw them ready.
+void service(short sig_events, short ctl_events) {
+  if (sig_events != 0)
+    reap_managed();
+  if ((ctl_events & (POLLIN | POLLHUP | POLLERR)) != 0)
+    serve_control();
+}
+
+struct stream {
+  int fd = -1;
+  std::string kept;
+  uint64_t total = 0;
+};
+
+/// Reads what is available on `s` (non-blocking fd); false at end of stream.
+bool drain(stream& s, size_t cap) {
+  char buf[65536];
+  for (;;) {
+    auto n = ::read(s.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return true;
+    if (n <= 0)
+      return false;
+    s.total += static_cast<uint64_t>(n);
+    if (s.kept.size() < cap)
+      s.kept.append(buf, std::min(cap - s.kept.size(), static_cast<size_t>(n)));
+  }
+}
+
+proto::exec_reply run(const proto::exec_request& req) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  proto::exec_reply reply;
+  auto finish = [&] {
+    reply.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t0).count();
+    return reply;
+  };
+  if (auto err = make_dirs(req.workdir); !err.empty()) {
+    reply.exit_code = 1;
+    reply.error = err;
+    return finish();
+  }
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    reply.exit_code = 1;
+    reply.error = std::string{"cannot create pipes: "} + std::strerror(errno);
+    return finish();
+  }
+  std::vector<char*> envp;
+  for (auto& e : req.env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const char* argv[] = {"sh", "-c", req.cmd.c_str(), nullptr};
+  auto pid = ::fork();
+  if (pid < 0) {
+    reply.exit_code = 1;
+    reply.error = std::string{"cannot start the command: "} + std::strerror(errno);
+    ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
+    return finish();
+  }
+  if (pid == 0) {
+    // A session of its own, not only a group: a process left in session 1 could move
+    // into init's process group (setpgid(0, 1)) and signal it with kill(0, ...).
+    ::setsid();
+    boxrt::child::reset_signals();
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull >= 0 ? devnull : out[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    if (::chdir(req.workdir.c_str()) != 0)
+      ::_exit(1);
+    become_command();
+    ::execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(out[1]);
+  ::close(err[1]);
+  stream so, se;
+  so.fd = out[0];
+  se.fd = err[0];
+  for (auto* s : {&so, &se})
+    ::fcntl(s->fd, F_SETFL, ::fcntl(s->fd, F_GETFL) | O_NONBLOCK);
+  auto cap = static_cast<size_t>(req.max_output_bytes < 0 ? 0 : req.max_output_bytes);
+  int status = 0;
+  bool exited = false;
+  bool open_out = true, open_err = true;
+  // Read until the command exits; then kill what it left in its group and read until
+  // both streams close (a process that escaped the group gets 100 ms, then is cut off).
+  // Managed processes are reaped and control requests served meanwhile.
+  while (open_out || open_err) {
+    if (!exited) {
+      auto r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        exited = true;
+        ::kill(-pid, SIGKILL);
+      }
+    }
+    pollfd fds[4];
+    int n = 0;
+    if (open_out)
+      fds[n++] = {so.fd, POLLIN, 0};
+    if (open_err)
+      fds[n++] = {se.fd, POLLIN, 0};
+    int streams = n;
+    fds[n++] = {ctl.sig, POLLIN, 0};
+    fds[n++] = {ctl.req, POLLIN, 0};
+    auto rc = ::poll(fds, static_cast<nfds_t>(n), exited ? 100 : 20);
+    if (rc > 0)
+      service(fds[streams].revents, fds[streams + 1].revents);
+    if (rc == 0 && exited)
+      break;
+    if (open_out)
+      open_out = drain(so, cap);
+    if (open_err)
+      open_err = drain(se, cap);
+  }
+  if (!exited) {
+    ::waitpid(pid, &status, 0);
+    ::kill(-pid, SIGKILL);
+  }
+  ::close(so.fd);
+  ::close(se.fd);
+  if (WIFEXITED(status))
+    reply.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    reply.exit_code = 128 + WTERMSIG(status);
+  reply.stdout_kept = std::move(so.kept);
+  reply.stdout_total = so.total;
+  reply.stderr_kept = std::move(se.kept);
+  reply.stderr_total = se.total;
+  return finish();
+}
+
+} // namespace
+
+int main() {
+  // Not dumpable: a command of the same uid can then neither open /proc/<init>/fd/*
+  // (init's pipes to the host) nor read its memory; the seccomp filter refuses the
+  // rest (signals, pidfd_getfd, ptrace). Children undo this right before they exec.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::signal(SIGPIPE, SIG_IGN);
+  // The host's channel arrives above stdio (see init_protocol::channel_in).
+  if (::fcntl(proto::channel_in, F_GETFD) != -1 && ::fcntl(proto::channel_out, F_GETFD) != -1) {
+    if (::dup2(proto::channel_in, 0) < 0 || ::dup2(proto::channel_out, 1) < 0)
+      return 1;
+    ::close(proto::channel_in);
+    ::close(proto::channel_out);
+  }
+  // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap); our managed
+  // children by us, on SIGCHLD (children unblock it again).
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  ctl.sig = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  // The control FIFOs exist when the host gave this sandbox an io folder.
+  ctl.req = ::open((std::string{io_dir} + "/ctl.req").c_str(), O_RDWR | O_CLOEXEC);
+  ctl.rep = ::open((std::string{io_dir} + "/ctl.rep").c_str(), O_RDWR | O_CLOEXEC);
+  if (ctl.req < 0 || ctl.rep < 0) {
+    if (ctl.req >= 0)
+      ::close(ctl.req);
+    ctl.req = -1;
+  }
+  if (!write_all(1, proto::ready_frame()))
+    return 1;
+  std::string payload;
+  for (;;) {
+    pollfd fds[3] = {{0, POLLIN, 0}, {ctl.sig, POLLIN, 0}, {ctl.req, POLLIN, 0}};
+    // The timeout only bounds how late a child is reaped should a SIGCHLD be lost.
+    auto rc = ::poll(fds, 3, 1000);
+    if (rc < 0 && errno != EINTR)
+      return 1;
+    service(rc == 0 ? POLLIN : fds[1].revents, rc > 0 ? fds[2].revents : 0);
+    if (rc <= 0 || fds[0].revents == 0)
+      continue;
+    if (!read_frame(0, payload))
+      return 0;
+    auto req = proto::decode_request(payload);
+    if (!req)
+      return 2;
+    if (!write_all(1, proto::encode(run(*req))))
+      return 1;
+  }
+}

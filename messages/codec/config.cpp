@@ -1,0 +1,183 @@
+// Decoders of the configuration: runtime limits and the whole box section.
+#include "messages/codec/reader.hpp"
+
+namespace boxrt {
+
+using namespace codec_detail;
+
+namespace {
+
+struct limit_def {
+  std::string_view name;
+  int64_t runtime_limits::*field;
+  int64_t min;
+  int64_t max;
+};
+
+constexpr limit_def limit_defs[] = {
+  {"max_sessions", &runtime_limits::max_sessions, 0, 5000},
+  {"max_managed_processes", &runtime_limits::max_managed_processes, 0, 1024},
+  {"max_completed_processes", &runtime_limits::max_completed_processes, 0, 10000},
+  {"max_admission_records", &runtime_limits::max_admission_records, 1, 250000},
+  {"max_rpc_file_bytes", &runtime_limits::max_rpc_file_bytes, 1, 104857600},
+  {"completed_process_retention_sec", &runtime_limits::completed_process_retention_sec, 0, 86400},
+  {"session_ttl_sec", &runtime_limits::session_ttl_sec, 0, 86400},
+  {"max_output_bytes", &runtime_limits::max_output_bytes, 1024, 16777216},
+  {"max_timeout_sec", &runtime_limits::max_timeout_sec, 1, 86400},
+  {"max_sessions_per_workspace", &runtime_limits::max_sessions_per_workspace, 1, 5000},
+  {"io_read_bps", &runtime_limits::io_read_bps, 0, int64_t{1} << 40},
+  {"io_write_bps", &runtime_limits::io_write_bps, 0, int64_t{1} << 40},
+  {"io_read_iops", &runtime_limits::io_read_iops, 0, int64_t{1} << 30},
+  {"io_write_iops", &runtime_limits::io_write_iops, 0, int64_t{1} << 30},
+};
+
+constexpr std::string_view backend_names[] = {"",       "auto",    "local",   "bwrap",
+                                              "nsjail", "process", "scripted"};
+
+result<local_config> decode_local(const element& v) {
+  local_config local;
+  if (v.is_null())
+    return local;
+  object o;
+  if (v.get_object().get(o) != ok)
+    return box_error{ec::value, "box.local must be an object"};
+  reader r{o, ec::value, "box.local."};
+  if (auto err = r.str("host_root", local.host_root))
+    return *err;
+  if (auto err = r.str("default_workspace", local.default_workspace))
+    return *err;
+  if (auto err = r.str("skills_root", local.skills_root))
+    return *err;
+  if (auto roots = r.get("allowed_mount_roots")) {
+    std::vector<std::string> entries;
+    std::string_view s;
+    array arr;
+    if (roots->get_string().get(s) == ok) {
+      size_t start = 0;
+      while (start <= s.size()) {
+        size_t comma = s.find(',', start);
+        if (comma == std::string_view::npos)
+          comma = s.size();
+        entries.emplace_back(s.substr(start, comma - start));
+        start = comma + 1;
+      }
+    } else if (roots->get_array().get(arr) == ok) {
+      if (auto err = r.string_items("allowed_mount_roots", arr, entries))
+        return *err;
+    } else {
+      return r.fail("allowed_mount_roots", "must be a list or a comma-separated string");
+    }
+    for (auto& entry : entries) {
+      auto trimmed = strip(entry);
+      if (!trimmed.empty())
+        local.allowed_mount_roots.emplace_back(trimmed);
+    }
+  }
+  if (auto err = r.integer("skills_quota_mb", local.skills_quota_mb, bound::ge, 0))
+    return *err;
+  if (auto err = r.at_most("skills_quota_mb", local.skills_quota_mb, resource_bounds::quota_mb))
+    return *err;
+  return local;
+}
+
+result<scripted_config> decode_scripted(const element& v) {
+  scripted_config scripted;
+  if (v.is_null())
+    return scripted;
+  object o;
+  if (v.get_object().get(o) != ok)
+    return box_error{ec::value, "box.scripted must be an object"};
+  reader r{o, ec::value, "box.scripted."};
+  if (auto err = r.boolean("available", scripted.available))
+    return *err;
+  if (auto err = r.strings("ready_keys", scripted.ready_keys))
+    return *err;
+  return scripted;
+}
+
+} // namespace
+
+result<runtime_limits> decode_runtime_limits(const element& data, const runtime_limits& base) {
+  object obj;
+  if (data.get_object().get(obj) != ok)
+    return box_error{ec::value, "box.limits must be an object"};
+  // Validate everything into a copy so a failure leaves `base` untouched.
+  runtime_limits out = base;
+  for (const auto& def : limit_defs) {
+    auto v = lookup(obj, def.name);
+    if (!v)
+      continue;
+    const std::string name = "box.limits." + std::string{def.name};
+    int64_t value = 0;
+    switch (read_int(*v, value)) {
+      case int_read::not_int: return box_error{ec::value, name + " must be an integer"};
+      case int_read::overflow: value = INT64_MAX; break;
+      case int_read::underflow: value = INT64_MIN; break;
+      case int_read::ok: break;
+    }
+    if (value < def.min || value > def.max)
+      return box_error{ec::value, name + " must be between " + std::to_string(def.min) + " and "
+                                    + std::to_string(def.max)};
+    out.*def.field = value;
+  }
+  return out;
+}
+
+result<box_config> decode_box_config(const element& data, const box_config& base) {
+  object obj;
+  if (data.get_object().get(obj) != ok)
+    return box_error{ec::value, "box config must be an object"};
+  box_config cfg = base;
+
+  if (auto v = lookup(obj, "backend")) {
+    std::string_view s;
+    if (v->is_null())
+      s = {};
+    else if (v->get_string().get(s) != ok)
+      return box_error{ec::value, "box.backend must be a string"};
+    s = strip(s);
+    if (std::find(std::begin(backend_names), std::end(backend_names), s) == std::end(backend_names))
+      return box_error{ec::value, "box.backend must be one of: \"\", auto, local, bwrap, nsjail, "
+                                  "process, scripted"};
+    cfg.backend = std::string{s};
+  }
+
+  if (auto v = lookup(obj, "limits"); v && !v->is_null()) {
+    auto limits = decode_runtime_limits(*v, base.limits);
+    if (!limits)
+      return limits.error();
+    cfg.limits = limits.value();
+  }
+
+  if (auto v = lookup(obj, "local")) {
+    auto local = decode_local(*v);
+    if (!local)
+      return local.error();
+    cfg.local = std::move(local.value());
+  }
+
+  if (auto v = lookup(obj, "admission")) {
+    cfg.admission = admission_policy{};
+    cfg.admission_error.clear();
+    if (!v->is_null()) {
+      auto policy = decode_admission_policy(*v);
+      if (policy) {
+        cfg.admission = policy.value();
+      } else {
+        // Fail closed: admission stays required and reports why it cannot be used.
+        cfg.admission.required = true;
+        cfg.admission_error = policy.error().message;
+      }
+    }
+  }
+
+  if (auto v = lookup(obj, "scripted")) {
+    auto scripted = decode_scripted(*v);
+    if (!scripted)
+      return scripted.error();
+    cfg.scripted = std::move(scripted.value());
+  }
+  return cfg;
+}
+
+} // namespace boxrt

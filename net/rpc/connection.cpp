@@ -1,0 +1,226 @@
+#include "net/rpc/connection.hpp"
+
+#include <string_view>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include "messages/base/json.hpp"
+#include "net/rpc/envelope.hpp"
+
+namespace boxrt::net {
+
+namespace {
+
+namespace dom = simdjson::dom;
+
+/// A parser that has seen a document this large gives its buffers back afterwards, so
+/// one 16 MiB request does not pin that much memory for the life of the connection.
+constexpr size_t parser_keep_bytes = size_t{1} << 20;
+
+struct connection_state {
+  static inline const char* name = "boxrt.connection";
+
+  /// However the actor ends, the connection's uploads go (on the worker pool).
+  ~connection_state() { close_transfers(env); }
+
+  connection_args args;
+  connection_env env;
+  dom::parser parser;
+  /// Requests handed to the dispatcher and not answered yet: token -> raw seq_id JSON.
+  std::unordered_map<uint64_t, std::string> inflight;
+  uint64_t next_token = 1;
+  /// Frames ignored under the envelope rules (not JSON, not an object, responses, ...).
+  uint64_t ignored = 0;
+  /// Set by shutdown: nothing more is read or answered.
+  bool closing = false;
+};
+
+using connection_ptr = caf::stateful_actor<connection_state>*;
+
+std::string render(std::string_view seq_id, const box_error& error, std::string_view data) {
+  json::writer w;
+  w.begin_object();
+  w.key("seq_id").raw(seq_id);
+  w.key("code").value(error ? 1 : 0);
+  if (error)
+    w.key("message").value(error.to_wire());
+  else
+    w.key("message").value("success");
+  w.key("data").raw(error ? std::string_view{"{}"} : data);
+  w.key("chunk_status").value("continue");
+  w.end_object();
+  return w.take();
+}
+
+/// A refusal whose message is already a JSON string literal.
+std::string render_encoded(std::string_view seq_id, std::string_view message_json) {
+  json::writer w;
+  w.begin_object();
+  w.key("seq_id").raw(seq_id);
+  w.key("code").value(1);
+  w.key("message").raw(message_json);
+  w.key("data").raw("{}");
+  w.key("chunk_status").value("continue");
+  w.end_object();
+  return w.take();
+}
+
+void send_text(connection_ptr self, std::string text, bool holds_slot = false) {
+  if (self->state.args.out)
+    self->state.args.out->send(std::move(text), holds_slot);
+}
+
+void send_reply(connection_ptr self, std::string_view seq_id, const reply& r,
+                bool holds_slot = false) {
+  auto& st = self->state;
+  if (!st.args.out)
+    return;
+  auto text = render(seq_id, r.error, r.data_json);
+  if (text.size() > st.args.max_message_bytes) {
+    // The reference answers an unsendable response with this error instead (§1.5).
+    spdlog::warn("net: {}: a {} byte response exceeds the message limit; sending an error",
+                 st.args.peer, text.size());
+    text = render(seq_id,
+                  box_error{ec::value, "Runtime message exceeds "
+                                         + std::to_string(st.args.max_message_bytes)
+                                         + " byte limit"},
+                  "{}");
+  }
+  send_text(self, std::move(text), holds_slot);
+}
+
+void send_error(connection_ptr self, std::string_view seq_id, ec code, std::string text) {
+  send_reply(self, seq_id, reply{box_error{code, std::move(text)}, "{}"});
+}
+
+void ignore(connection_ptr self, std::string_view why) {
+  auto& st = self->state;
+  ++st.ignored;
+  spdlog::debug("net: {}: ignored a frame ({}); {} ignored so far", st.args.peer, why,
+                st.ignored);
+}
+
+void report_inflight(connection_ptr self) {
+  auto& st = self->state;
+  if (st.args.out)
+    st.args.out->in_flight(st.inflight.size());
+}
+
+void finish(connection_ptr self, uint64_t token, reply r) {
+  auto& st = self->state;
+  auto i = st.inflight.find(token);
+  if (i == st.inflight.end())
+    return; // already answered (shutdown)
+  auto seq_id = std::move(i->second);
+  st.inflight.erase(i);
+  // The reply takes over the slot before the count drops, so the socket never sees
+  // fewer slots taken than there are (see heartbeat).
+  send_reply(self, seq_id, r, true);
+  report_inflight(self);
+}
+
+/// Slots taken: requests in flight plus replies the socket has not written yet.
+size_t slots_taken(connection_ptr self) {
+  auto& st = self->state;
+  return st.inflight.size() + (st.args.out ? st.args.out->unwritten() : 0);
+}
+
+void handle_request(connection_ptr self, envelope& req) {
+  auto& st = self->state;
+  // The capacity check comes before validation, as in the reference (§1.8).
+  if (slots_taken(self) >= st.args.max_inflight) {
+    send_error(self, req.seq_id, ec::busy,
+               "Runtime connection is busy (max " + std::to_string(st.args.max_inflight)
+                 + " concurrent actions)");
+    return;
+  }
+  if (!req.refusal.empty()) {
+    send_text(self, render_encoded(req.seq_id, req.refusal));
+    return;
+  }
+  // A bare heartbeat is answered here; one with an envelope goes through the
+  // dispatcher, which checks host-control contexts (protocol.md §2.1).
+  if (req.action == "__ping" && !req.context) {
+    send_reply(self, req.seq_id, reply{});
+    return;
+  }
+  auto token = st.next_token++;
+  st.inflight.emplace(token, req.seq_id);
+  report_inflight(self);
+  try {
+    dispatch(st.env, req.action, req.data, req.context ? &*req.context : nullptr,
+             [self, token](reply r) { finish(self, token, std::move(r)); });
+  } catch (const std::exception& e) {
+    spdlog::error("net: {}: action {} threw: {}", st.args.peer, req.action, e.what());
+    finish(self, token, reply{box_error{ec::runtime, e.what()}, "{}"});
+  }
+}
+
+void handle_frame(connection_ptr self, const std::string& text) {
+  auto& st = self->state;
+  if (st.closing)
+    return; // the socket is closing: nothing more is read
+  auto req = read_envelope(st.parser, text, known_action);
+  if (req.what == envelope::kind::ignored)
+    ignore(self, req.why);
+  else
+    handle_request(self, req);
+  if (text.size() > parser_keep_bytes || st.parser.capacity() > 4 * parser_keep_bytes)
+    st.parser = dom::parser{};
+  if (st.args.out)
+    st.args.out->consumed(text.size());
+}
+
+caf::behavior connection(connection_ptr self, connection_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.env.self = self;
+  st.env.directory = st.args.directory;
+  st.env.pool = st.args.pool;
+  st.env.shared = st.args.shared;
+  st.env.transfer_dir = st.args.transfer_dir;
+  return {
+    [self](frame_atom, const std::string& text) { handle_frame(self, text); },
+    [self](shutdown_atom) {
+      auto& st = self->state;
+      st.closing = true;
+      // Every request gets an answer while the socket is still open (README §4.5).
+      for (auto& [token, seq_id] : st.inflight)
+        send_error(self, seq_id, ec::runtime_unavailable, shutting_down_text);
+      st.inflight.clear();
+      report_inflight(self);
+      if (st.args.out)
+        st.args.out->close(1001, shutdown_close_reason);
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+struct heartbeat::impl {
+  dom::parser parser;
+};
+
+heartbeat::heartbeat() : impl_(std::make_unique<impl>()) {}
+heartbeat::~heartbeat() = default;
+
+std::string heartbeat::reply_to(const std::string& text) {
+  // Cheap refusal first: most frames are not heartbeats.
+  if (text.size() > 256 || text.find("__ping") == std::string::npos)
+    return {};
+  auto req = read_envelope(impl_->parser, text, known_action);
+  if (req.what != envelope::kind::request || !req.refusal.empty() || req.action != "__ping"
+      || req.context)
+    return {};
+  return render(req.seq_id, box_error{}, "{}");
+}
+
+caf::actor spawn_connection(caf::actor_system& sys, connection_args args) {
+  return sys.spawn(connection, std::move(args));
+}
+
+} // namespace boxrt::net

@@ -1,0 +1,74 @@
+// The action table of /rpc/ws: one parsed request in, one reply out. Decodes `data`
+// and `context` with the messages/ codecs, applies the per-action rules of
+// protocol.md §2 (host-control vs tenant, context checks), calls the directory and
+// renders the reference's reply shapes. Runs inside the connection actor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <caf/fwd.hpp>
+
+#include "actors/actors.hpp"
+#include "messages/base/worker_pool.hpp"
+#include "messages/error.hpp"
+
+namespace simdjson::dom {
+class element;
+} // namespace simdjson::dom
+
+namespace boxrt::net {
+
+/// One reply: `error` empty means success with `data_json` (an encoded JSON object).
+struct reply {
+  box_error error;
+  std::string data_json = "{}";
+};
+
+/// Shared, process-wide state every connection sees.
+struct shared_state {
+  /// The pinned instance; set once by the first RPC handshake (or pre-set).
+  std::function<std::string()> trusted_instance;
+  std::string transfer_root;
+};
+
+/// The `__file_chunk` uploads of one connection: its distinct active keys and the
+/// queue that keeps its file writes one at a time. Owned by the connection actor;
+/// defined in dispatch.cpp.
+struct transfer_state;
+
+/// Per-connection state the dispatcher may use (file transfers live here).
+struct connection_env {
+  caf::event_based_actor* self = nullptr;
+  directory_actor directory;
+  std::shared_ptr<worker_pool> pool;
+  std::shared_ptr<shared_state> shared;
+  /// This connection's private transfer directory (created on first use).
+  std::string transfer_dir;
+  /// Distinct active transfer keys of this connection (created on first use).
+  std::shared_ptr<transfer_state> transfers;
+};
+
+/// True when `action` is one this runtime knows (others get
+/// "ValueError: Action <name> not found").
+bool known_action(std::string_view action);
+
+/// Runs `action`. `data` is the request's data value (already checked to be an object),
+/// `context` its decoded context or nullptr when absent (net/rpc/envelope.hpp reads both).
+/// `done` is called exactly once, on the connection actor's thread.
+void dispatch(connection_env& env, std::string_view action, const simdjson::dom::element& data,
+              const action_context* context, std::function<void(reply)> done);
+
+/// Deletes this connection's transfer directory and forgets its keys (on the worker
+/// pool, without waiting). Call once when the connection closes.
+void close_transfers(connection_env& env);
+
+/// Runs `job` on env.pool and then `done` with its reply on the connection actor's
+/// thread: a one-shot bridge actor turns the pool's completion into the reply of a
+/// request made by env.self, so `done` runs as an ordinary response handler.
+void run_blocking(connection_env& env, std::function<reply()> job, std::function<void(reply)> done);
+
+} // namespace boxrt::net

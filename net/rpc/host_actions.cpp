@@ -1,0 +1,199 @@
+// Host-control actions (protocol.md §2.2): ping, health, backend info, box_init,
+// grants and revocations, the shared-workspace probe, shutdown.
+#include "net/rpc/action_support.hpp"
+
+#include "messages/base/pytext.hpp"
+
+namespace boxrt::net {
+
+namespace rpc_detail {
+
+void do_ping(connection_env&, const element&, const action_context*, done_fn done) {
+  done(success("{}"));
+}
+
+void do_health(connection_env& env, const element&, const action_context*, done_fn done) {
+  with_settings(env, done, [done](const instance_settings& s) {
+    if (!s.config.admission_mode())
+      return done(success(backend_info_json(s)));
+    if (!instance_ready(s))
+      return done(failure({ec::readiness, "managed sandbox isolation is not ready"}));
+    json::writer w;
+    write_readiness(w, s);
+    done(success(w.take()));
+  });
+}
+
+void do_backend_info(connection_env& env, const element&, const action_context*, done_fn done) {
+  with_settings(env, done, [done](const instance_settings& s) {
+    if (!s.config.admission_mode())
+      return done(success(backend_info_json(s)));
+    json::writer w;
+    w.begin_object();
+    w.key("name");
+    name_or_null(w, s.backend_name);
+    w.key("available").value(instance_ready(s));
+    w.key("readiness");
+    write_readiness(w, s);
+    w.end_object();
+    done(success(w.take()));
+  });
+}
+
+void do_init(connection_env& env, const element& data, const action_context*, done_fn done) {
+  // `data` lives only during dispatch(); the config merges over the current one, which
+  // comes from the directory, so the request is kept as text meanwhile.
+  auto text = simdjson::minify(data);
+  auto self = env.self;
+  auto pool = env.pool;
+  auto directory = env.directory;
+  with_settings(env, done, [self, pool, directory, text, done](const instance_settings& s) {
+    auto decoded = decode_text(text, [&s](const element& root) {
+      return decode_box_config(root, s.config);
+    });
+    if (!decoded)
+      return done(failure(decoded.error()));
+    auto next = std::make_shared<box_config>(std::move(decoded.value()));
+    // Nothing changes unless every check passed: the default workspace is ensured
+    // before the directory sees the new config (the reference applies it first).
+    run_blocking_on(
+      self, pool,
+      [next] {
+        next->local = resolve_local(next->local);
+        if (auto err = ensure_default_workspace(next->local))
+          return failure(std::move(err));
+        return success("{}");
+      },
+      [self, directory, next, done](reply r) {
+        if (r.error)
+          return done(std::move(r));
+        self->request(directory, caf::infinite, init_atom_v, *next)
+          .then([done](bool) { done(success(R"({"initialized":true})")); },
+                [done](caf::error& err) { done(failure(from_caf_error(err))); });
+      });
+  });
+}
+
+void do_grant(connection_env& env, const element& data, const action_context*, done_fn done) {
+  auto grant = decode_admission_grant(data);
+  if (!grant)
+    return done(failure(grant.error()));
+  if (!is_trusted(env, grant->instance_uuid))
+    return done(failure(
+      {ec::permission, "Sandbox admission grant does not match the trusted instance"}));
+  ask<grant_receipt>(env, done, encoded<grant_receipt>(), grant_atom_v, std::move(grant.value()));
+}
+
+void do_revoke(connection_env& env, const element& data, const action_context*, done_fn done) {
+  auto rev = decode_admission_revocation(data);
+  if (!rev)
+    return done(failure(rev.error()));
+  if (!is_trusted(env, rev->instance_uuid))
+    return done(failure(
+      {ec::permission, "Sandbox admission revocation does not match the trusted instance"}));
+  ask<revocation_receipt>(env, done, encoded<revocation_receipt>(), revoke_atom_v,
+                          std::move(rev.value()));
+}
+
+void do_entitlement(connection_env& env, const element& data, const action_context*,
+                    done_fn done) {
+  auto snap = decode_entitlement_snapshot(data);
+  if (!snap)
+    return done(failure(snap.error()));
+  if (!is_trusted(env, snap->instance_uuid))
+    return done(failure({ec::entitlement_unavailable,
+                         "Entitlement scope does not match the Workspace execution context"}));
+  ask<entitlement_receipt>(env, done, encoded<entitlement_receipt>(), entitle_atom_v,
+                           std::move(snap.value()));
+}
+
+bool valid_probe_name(std::string_view name) {
+  constexpr std::string_view prefix = ".langbot-box-volume-probe-";
+  if (name.size() != prefix.size() + 32 || name.substr(0, prefix.size()) != prefix)
+    return false;
+  return std::all_of(name.begin() + prefix.size(), name.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+reply verify_probe(const box_config& config, const std::string& name) {
+  auto readiness = [](std::string text) { return failure({ec::readiness, std::move(text)}); };
+  if (auto err = check_managed_workspace_root(config); !err.empty())
+    return readiness(err);
+  const auto unreadable = "Box Runtime cannot read the Core shared Workspace probe";
+  std::error_code err;
+  auto resolved = std::filesystem::canonical(config.local.default_workspace, err);
+  if (err)
+    return readiness(unreadable);
+  int root = ::open(resolved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0)
+    return readiness(unreadable);
+  // O_NONBLOCK: a FIFO planted under the marker's name must not hang a pool thread; it
+  // is refused below as not a regular file.
+  int fd = ::openat(root, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  ::close(root);
+  if (fd < 0)
+    return readiness(unreadable);
+  auto result = [&]() -> reply {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+      return readiness(unreadable);
+    if (!S_ISREG(st.st_mode))
+      return readiness("Box shared Workspace probe is not a regular file");
+    if (st.st_size <= 0 || st.st_size > 1024)
+      return readiness("Box shared Workspace probe has an invalid size");
+    std::string content;
+    char buf[1024];
+    for (;;) {
+      auto want = std::min<size_t>(1024 - content.size() + 1, sizeof(buf));
+      auto n = ::read(fd, buf, want);
+      if (n < 0) {
+        if (errno == EINTR)
+          continue;
+        return readiness(unreadable);
+      }
+      if (n == 0)
+        break;
+      content.append(buf, static_cast<size_t>(n));
+      if (content.size() > 1024)
+        return readiness("Box shared Workspace probe exceeds the size limit");
+    }
+    if (static_cast<off_t>(content.size()) != st.st_size)
+      return readiness("Box shared Workspace probe changed while being verified");
+    json::writer w;
+    w.begin_object();
+    w.key("marker_name").value(name);
+    w.key("sha256").value(sha256_hex(content));
+    w.key("size").value(static_cast<int64_t>(content.size()));
+    w.end_object();
+    return success(w.take());
+  }();
+  ::close(fd);
+  return result;
+}
+
+void do_verify(connection_env& env, const element& data, const action_context*, done_fn done) {
+  // The reference reads str(value or "").strip(): anything but a matching string fails.
+  std::string name;
+  if (auto v = lookup(data, "marker_name")) {
+    std::string_view s;
+    if (v->get_string().get(s) == json_ok)
+      name = std::string{py::strip(s)};
+  }
+  if (!valid_probe_name(name))
+    return done(failure({ec::readiness, "Invalid Box shared Workspace probe basename"}));
+  auto self = env.self;
+  auto pool = env.pool;
+  with_settings(env, done, [self, pool, name, done](const instance_settings& s) {
+    auto config = s.config;
+    run_blocking_on(self, pool, [config, name] { return verify_probe(config, name); }, done);
+  });
+}
+
+void do_shutdown(connection_env& env, const element&, const action_context*, done_fn done) {
+  ask<int64_t>(env, done, [](int64_t) { return std::string{"{}"}; }, shutdown_atom_v);
+}
+
+} // namespace rpc_detail
+
+} // namespace boxrt::net

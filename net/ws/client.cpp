@@ -1,0 +1,140 @@
+#include "net/ws/client.hpp"
+
+#include <stdexcept>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <simdjson.h>
+
+namespace boxrt::net {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+struct rpc_client::impl {
+  asio::io_context io;
+  websocket::stream<tcp::socket> ws{io};
+  simdjson::dom::parser parser;
+  bool open = false;
+};
+
+bool parse_ws_url(const std::string& url, std::string& host, std::string& port, std::string& path) {
+  std::string rest = url;
+  if (rest.rfind("ws://", 0) == 0)
+    rest = rest.substr(5);
+  else if (rest.find("://") != std::string::npos)
+    return false;
+  auto slash = rest.find('/');
+  path = slash == std::string::npos ? "/rpc/ws" : rest.substr(slash);
+  auto hostport = rest.substr(0, slash);
+  auto colon = hostport.rfind(':');
+  if (colon == std::string::npos) {
+    host = hostport;
+    port = "5410";
+  } else {
+    host = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return !host.empty() && !port.empty();
+}
+
+rpc_client::rpc_client() : impl_(std::make_unique<impl>()) {
+}
+
+rpc_client::~rpc_client() {
+  close();
+}
+
+rpc_client::rpc_client(rpc_client&&) noexcept = default;
+rpc_client& rpc_client::operator=(rpc_client&&) noexcept = default;
+
+void rpc_client::connect(const client_options& opts) {
+  std::string host, port, path;
+  if (!parse_ws_url(opts.url, host, port, path))
+    throw std::runtime_error("invalid URL " + opts.url + " (expected ws://HOST:PORT)");
+  tcp::resolver resolver{impl_->io};
+  beast::error_code ec;
+  auto endpoints = resolver.resolve(host, port, ec);
+  if (ec)
+    throw std::runtime_error("cannot resolve " + host + ": " + ec.message());
+  asio::connect(impl_->ws.next_layer(), endpoints, ec);
+  if (ec)
+    throw std::runtime_error("cannot connect to " + opts.url + ": " + ec.message());
+  impl_->ws.read_message_max(64u << 20);
+  impl_->ws.set_option(websocket::stream_base::decorator([opts](websocket::request_type& req) {
+    if (!opts.token.empty())
+      req.set("X-LangBot-Box-Control-Token", opts.token);
+    req.set("X-LangBot-Instance-Id", opts.instance);
+  }));
+  // The asynchronous handshake hands back the server's response also when the upgrade is
+  // declined (the synchronous one does not), so a 401 can be reported as such.
+  websocket::response_type res;
+  impl_->ws.async_handshake(res, host + ":" + port, path,
+                            [&ec](beast::error_code e) { ec = e; });
+  impl_->io.restart();
+  impl_->io.run();
+  if (ec) {
+    if (res.result_int() != 0 && res.result_int() != 101)
+      throw std::runtime_error("handshake refused: HTTP " + std::to_string(res.result_int()) + " "
+                               + std::string{res.reason()});
+    throw std::runtime_error("handshake failed: " + ec.message());
+  }
+  impl_->open = true;
+}
+
+void rpc_client::send_text(const std::string& text) {
+  impl_->ws.text(true);
+  impl_->ws.write(asio::buffer(text));
+}
+
+std::string rpc_client::read_text() {
+  beast::flat_buffer buf;
+  impl_->ws.read(buf);
+  return beast::buffers_to_string(buf.data());
+}
+
+rpc_response rpc_client::call(const std::string& action, const std::string& data_json,
+                              const std::string& context_json) {
+  auto seq = next_seq_++;
+  std::string req = "{\"seq_id\":" + std::to_string(seq) + ",\"action\":\"" + action
+                    + "\",\"data\":" + data_json;
+  if (!context_json.empty())
+    req += ",\"context\":" + context_json;
+  req += "}";
+  send_text(req);
+  for (;;) {
+    auto text = read_text();
+    simdjson::dom::element root;
+    if (impl_->parser.parse(text).get(root) != simdjson::SUCCESS)
+      continue;
+    int64_t got = 0;
+    if (root["seq_id"].get_int64().get(got) != simdjson::SUCCESS || got != seq)
+      continue;
+    rpc_response out;
+    out.seq_id = got;
+    if (root["code"].get_int64().get(out.code)) {}
+    std::string_view msg;
+    if (root["message"].get_string().get(msg) == simdjson::SUCCESS)
+      out.message = std::string{msg};
+    simdjson::dom::element data;
+    if (root["data"].get(data) == simdjson::SUCCESS)
+      out.data_json = simdjson::minify(data);
+    return out;
+  }
+}
+
+void rpc_client::close() {
+  if (!impl_ || !impl_->open)
+    return;
+  impl_->open = false;
+  beast::error_code ec;
+  impl_->ws.close(websocket::close_code::normal, ec);
+}
+
+} // namespace boxrt::net

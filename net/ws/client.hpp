@@ -1,0 +1,59 @@
+// A small synchronous Action-RPC client over WebSocket, for boxctl, tests and tools.
+// Beast stays inside net/ws/client.cpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace boxrt::net {
+
+struct client_options {
+  std::string url = "ws://127.0.0.1:5410";  // ws://HOST:PORT[/rpc/ws]
+  std::string token;                          // X-LangBot-Box-Control-Token ("" = none)
+  std::string instance = "boxctl";            // X-LangBot-Instance-Id
+};
+
+/// One decoded response envelope.
+struct rpc_response {
+  int64_t seq_id = 0;
+  int64_t code = 0;
+  std::string message;
+  std::string data_json;  // the `data` object as JSON text
+};
+
+class rpc_client {
+ public:
+  rpc_client();
+  ~rpc_client();
+  rpc_client(rpc_client&&) noexcept;
+  rpc_client& operator=(rpc_client&&) noexcept;
+
+  /// Opens the WebSocket; throws std::runtime_error naming the failure (HTTP 401 included).
+  void connect(const client_options& opts);
+
+  /// Sends one request and waits for the response with the same seq_id.
+  /// `data_json` must be a JSON object; `context_json` "" means no context.
+  rpc_response call(const std::string& action, const std::string& data_json,
+                    const std::string& context_json = "");
+
+  /// Sends raw text as one frame (tests of malformed input).
+  void send_text(const std::string& text);
+
+  /// Reads one frame (blocking).
+  std::string read_text();
+
+  void close();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  int64_t next_seq_ = 1;
+};
+
+/// Parses "ws://HOST:PORT[/path]" into host, port and path ("/rpc/ws" when none).
+bool parse_ws_url(const std::string& url, std::string& host, std::string& port, std::string& path);
+
+} // namespace boxrt::net

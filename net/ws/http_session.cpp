@@ -1,0 +1,379 @@
+// The HTTP side of a connection until it upgrades: /healthz and /readyz, and both
+// WebSocket handshakes (RPC and relay) with their checks.
+#include "net/rpc/render.hpp"
+#include "messages/base/pytext.hpp"
+#include "net/ws/server_core.hpp"
+
+namespace boxrt::net {
+
+namespace {
+
+class http_session final : public session_base {
+ public:
+  http_session(server_core& srv, tcp::socket&& socket)
+    : srv_(srv), peer_(peer_of(socket)), stream_(std::move(socket)),
+      executor_(stream_.get_executor()), timer_(stream_.get_executor()) {
+    srv_.pending_handshakes += 1;
+  }
+
+  /// Closes the connection unless it has upgraded meanwhile (on its own strand: the
+  /// upgrade moves the stream away there).
+  void evict() override {
+    asio::post(executor_, [s = self()] {
+      if (s->handed_off_)
+        return;
+      spdlog::debug("net: {}: closed: the oldest connection without a finished handshake",
+                    s->peer_);
+      s->waiting_ = false;
+      s->timer_.cancel();
+      s->stream_.close();
+    });
+  }
+
+  ~http_session() override {
+    srv_.pending_handshakes -= 1;
+    srv_.remove(this);
+  }
+
+  std::shared_ptr<http_session> self() {
+    return std::static_pointer_cast<http_session>(shared_from_this());
+  }
+
+  void run() override {
+    srv_.add(shared_from_this());
+    asio::dispatch(stream_.get_executor(), [s = self()] { s->do_read(); });
+  }
+
+  void shutdown() override { force_close(); }
+
+  void force_close() override {
+    asio::post(stream_.get_executor(), [s = self()] {
+      s->waiting_ = false;
+      s->timer_.cancel();
+      s->stream_.close();
+    });
+  }
+
+ private:
+  enum class probe { live, ready };
+
+  /// A relay handshake waiting for the directory's verdict.
+  struct pending_relay {
+    http::request<http::string_body> req;
+    std::string session;
+    std::string process;
+    std::string label;
+  };
+
+  void do_read() {
+    if (srv_.stopping) {
+      stream_.close();
+      return;
+    }
+    parser_.emplace();
+    parser_->body_limit(64 * 1024);
+    // A whole request (a handshake, a probe) within the deadline: a slow or idle
+    // client cannot hold a pending slot for long.
+    stream_.expires_after(std::chrono::milliseconds{srv_.opts.handshake_timeout_ms});
+    http::async_read(stream_, buffer_, *parser_,
+                     [s = self()](beast::error_code ec, size_t) { s->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::end_of_stream) {
+      do_close();
+      return;
+    }
+    if (ec) {
+      fail(ec, "http read", peer_);
+      return;
+    }
+    handle(parser_->release());
+  }
+
+  void handle(http::request<http::string_body> req) {
+    auto path = path_of(req.target());
+    if (path == "/rpc/ws") {
+      handle_rpc(std::move(req));
+    } else if (path == "/healthz" || path == "/readyz") {
+      if (req.method() != http::verb::get) {
+        auto res = make_response(http::status::method_not_allowed, req.version(),
+                                 req.keep_alive(), "text/plain", "Method Not Allowed");
+        res.set(http::field::allow, "GET");
+        write(std::move(res));
+        return;
+      }
+      ask_health(path == "/healthz" ? probe::live : probe::ready, req.version(),
+                 req.keep_alive());
+    } else if (auto target = relay_target(path)) {
+      if (req.method() != http::verb::get) {
+        auto res = make_response(http::status::method_not_allowed, req.version(),
+                                 req.keep_alive(), "text/plain", "Method Not Allowed");
+        res.set(http::field::allow, "GET");
+        write(std::move(res));
+        return;
+      }
+      handle_relay(std::move(req), std::move(target->first), std::move(target->second));
+    } else {
+      write(make_response(http::status::not_found, req.version(), req.keep_alive(),
+                          "text/plain", "Not Found"));
+    }
+  }
+
+  /// The checks of protocol.md §1.3, all before the upgrade.
+  void handle_rpc(http::request<http::string_body> req) {
+    auto unauthorized = [&] {
+      write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
+                          "Unauthorized"));
+    };
+    const auto& token = srv_.opts.control_token;
+    if (!token.empty()) {
+      auto i = req.find(token_header);
+      if (i == req.end() || !constant_time_equal(sv(i->value()), token)) {
+        spdlog::warn("net: {}: RPC handshake refused: missing or wrong control token", peer_);
+        unauthorized();
+        return;
+      }
+    }
+    auto instance = std::string{py::strip(sv(req[instance_header]))};
+    if (!valid_instance_id(instance)) {
+      spdlog::warn("net: {}: RPC handshake refused: missing or malformed instance id", peer_);
+      unauthorized();
+      return;
+    }
+    if (!srv_.pins->admits(instance)) {
+      spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance",
+                   peer_, instance);
+      unauthorized();
+      return;
+    }
+    if (!websocket::is_upgrade(req)) {
+      write(make_response(http::status::bad_request, req.version(), false, "text/plain",
+                          "Expected a WebSocket upgrade"));
+      return;
+    }
+    if (srv_.stopping) {
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain", shutdown_close_reason));
+      return;
+    }
+    if (!srv_.reserve_connection()) {
+      spdlog::warn("net: {}: RPC connection refused: {} connections open (the cap)", peer_,
+                   srv_.opts.max_connections);
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain",
+                          fmt::format("Box runtime connection limit reached (max {} connections)",
+                                      srv_.opts.max_connections)));
+      return;
+    }
+    // Pinned only by a handshake that upgrades (first come, first served).
+    if (!srv_.pins->pin(instance)) {
+      srv_.release_connection();
+      spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance",
+                   peer_, instance);
+      unauthorized();
+      return;
+    }
+    handed_off_ = true;
+    start_rpc_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(instance));
+  }
+
+  /// Checks 1 to 3 of protocol.md §1.4 (the directory runs 4 to 9), all before the upgrade.
+  void handle_relay(http::request<http::string_body> req, std::string session,
+                    std::string process) {
+    auto label = fmt::format("session {} process {}", session, process);
+    auto unauthorized = [&](std::string_view why) {
+      spdlog::warn("net: {}: relay handshake for {} refused: {}", peer_, label, why);
+      write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
+                          "Unauthorized"));
+    };
+    relay_headers h;
+    if (auto i = req.find(token_header); i != req.end())
+      h.token = sv(i->value());
+    h.instance = sv(req[instance_header]);
+    h.workspace = sv(req[workspace_header]);
+    h.generation = sv(req[generation_header]);
+    relay_request r;
+    if (auto why = check_relay_headers(h, srv_.opts.control_token, srv_.pins->get(),
+                                       std::move(session), std::move(process), r)) {
+      unauthorized(*why);
+      return;
+    }
+    ask_relay(std::move(req), std::move(r), std::move(label));
+  }
+
+  /// Asks the directory for checks 4 to 9 without blocking this I/O thread.
+  void ask_relay(http::request<http::string_body> req, relay_request r, std::string label) {
+    relay_ = pending_relay{std::move(req), r.session_id, r.process_id, std::move(label)};
+    waiting_ = true;
+    // The timer is what keeps this session alive (inside the io_context) meanwhile.
+    timer_.expires_after(relay_verdict_timeout + std::chrono::seconds{1});
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->on_verdict(relay_verdict{503, make_box_error(ec::runtime_unavailable,
+                                                        "Box runtime request timed out")});
+    });
+    auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
+                    std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r) {
+      auto deliver = [weak, gate](relay_verdict v) {
+        std::shared_lock lock{gate->mtx};
+        if (!gate->open)
+          return;
+        if (auto s = weak.lock())
+          asio::post(s->stream_.get_executor(),
+                     [s, v = std::move(v)]() mutable { s->on_verdict(std::move(v)); });
+      };
+      ask->request(dir, relay_verdict_timeout, relay_atom_v, std::move(r))
+        .then([deliver](relay_verdict& v) { deliver(std::move(v)); },
+              [deliver](caf::error& err) {
+                relay_verdict v;
+                v.error = from_caf_error(err);
+                v.status = v.error.code == ec::runtime_unavailable ? 503 : 400;
+                deliver(std::move(v));
+              });
+    };
+    srv_.sys.spawn(asker, std::weak_ptr<http_session>{self()}, srv_.gate, srv_.directory,
+                   std::move(r));
+  }
+
+  void on_verdict(relay_verdict v) {
+    if (!waiting_ || !relay_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    auto pending = std::move(*relay_);
+    relay_.reset();
+    auto& req = pending.req;
+    std::shared_ptr<process_registry::entry> entry;
+    if (v.status == 0) {
+      // The process may have gone since the directory looked.
+      entry = srv_.processes ? srv_.processes->find(pending.session, pending.process) : nullptr;
+      if (!entry || !entry->process)
+        v = relay_verdict{400, make_box_error(ec::process_not_found,
+                                              fmt::format("session {} has no managed process "
+                                                          "with process_id={}",
+                                                          pending.session, pending.process))};
+    }
+    if (v.status == 401) {
+      spdlog::warn("net: {}: relay handshake for {} refused: stale generation or foreign session",
+                   peer_, pending.label);
+      write(make_response(http::status::unauthorized, req.version(), false, "text/plain",
+                          "Unauthorized"));
+      return;
+    }
+    if (v.status != 0) {
+      spdlog::info("net: {}: relay handshake for {} refused: {}", peer_, pending.label,
+                   v.error.to_wire());
+      write(make_response(static_cast<http::status>(v.status), req.version(), false,
+                          "application/json", error_body(v.error)));
+      return;
+    }
+    if (!websocket::is_upgrade(req)) {
+      write(make_response(http::status::bad_request, req.version(), false, "text/plain",
+                          "Expected a WebSocket upgrade"));
+      return;
+    }
+    if (srv_.stopping) {
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain", shutdown_close_reason));
+      return;
+    }
+    if (!srv_.reserve_connection()) {
+      spdlog::warn("net: {}: relay for {} refused: {} connections open (the cap)", peer_,
+                   pending.label, srv_.opts.max_connections);
+      write(make_response(http::status::service_unavailable, req.version(), false,
+                          "text/plain",
+                          fmt::format("Box runtime connection limit reached (max {} connections)",
+                                      srv_.opts.max_connections)));
+      return;
+    }
+    handed_off_ = true;
+    start_relay_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(pending.label),
+                       std::move(entry));
+  }
+
+  void ask_health(probe kind, unsigned version, bool keep_alive) {
+    kind_ = kind;
+    version_ = version;
+    keep_alive_ = keep_alive;
+    waiting_ = true;
+    // The timer is what keeps this session alive (inside the io_context) meanwhile.
+    timer_.expires_after(health_timeout + std::chrono::seconds{1});
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->on_health(std::nullopt);
+    });
+    // The arguments travel as spawn arguments: CAF 0.17 dereferences an empty argument
+    // tuple for a spawn without any (harmless, but UBSan reports it).
+    auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
+                    std::shared_ptr<io_gate> gate, directory_actor dir) {
+      auto deliver = [weak, gate](std::optional<health_info> info) {
+        std::shared_lock lock{gate->mtx};
+        if (!gate->open)
+          return;
+        if (auto s = weak.lock())
+          asio::post(s->stream_.get_executor(),
+                     [s, info = std::move(info)]() mutable { s->on_health(std::move(info)); });
+      };
+      ask->request(dir, health_timeout, health_atom_v)
+        .then([deliver](health_info& info) { deliver(std::move(info)); },
+              [deliver](caf::error&) { deliver(std::nullopt); });
+    };
+    srv_.sys.spawn(asker, std::weak_ptr<http_session>{self()}, srv_.gate, srv_.directory);
+  }
+
+  void on_health(std::optional<health_info> info) {
+    if (!waiting_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    auto body = render_probe(kind_ == probe::live, info, srv_.ws_count.load());
+    write(make_response(body.ok ? http::status::ok : http::status::service_unavailable, version_,
+                        keep_alive_, "application/json", std::move(body.json)));
+  }
+
+  void write(http::response<http::string_body> res) {
+    // The answer may follow a wait (health, relay verdict): it gets its own deadline.
+    stream_.expires_after(std::chrono::milliseconds{srv_.opts.handshake_timeout_ms});
+    auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
+    http::async_write(stream_, *sp, [s = self(), sp](beast::error_code ec, size_t) {
+      if (ec) {
+        fail(ec, "http write", s->peer_);
+        return;
+      }
+      if (!sp->keep_alive())
+        s->do_close();
+      else
+        s->do_read();
+    });
+  }
+
+  void do_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  server_core& srv_;
+  std::string peer_;
+  beast::tcp_stream stream_;
+  /// The strand, kept: the stream's own is gone once the stream is handed off.
+  beast::tcp_stream::executor_type executor_;
+  /// The stream went to a WebSocket or relay session.
+  bool handed_off_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  asio::steady_timer timer_;
+  bool waiting_ = false;
+  std::optional<pending_relay> relay_;
+  probe kind_ = probe::live;
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+};
+
+} // namespace
+
+std::shared_ptr<session_base> make_http_session(server_core& srv, tcp::socket&& socket) {
+  return std::make_shared<http_session>(srv, std::move(socket));
+}
+
+} // namespace boxrt::net

@@ -1,0 +1,340 @@
+// The stdio relay of a managed process: one WebSocket joined to the process's stdin
+// and stdout (protocol.md §1.4).
+#include "net/ws/ws_outbox.hpp"
+
+namespace boxrt::net {
+
+namespace {
+
+/// Close reasons of the relay (protocol.md §1.4, plus the bounded attach wait).
+constexpr const char* relay_exited_reason = "managed process exited";
+constexpr const char* relay_stdio_reason = "managed process stdio unavailable";
+constexpr const char* relay_stdin_reason = "managed process stdin closed";
+constexpr const char* relay_busy_reason = "managed process is attached to another relay";
+constexpr const char* relay_stale_reason = "Stale Box placement generation";
+
+/// The stdio relay of one managed process whose handshake passed (protocol.md §1.4):
+/// one attacher at a time (a later one polls for the process until
+/// relay_attach_wait_ms runs out, then closes with 1013), stdout chunks out as TEXT
+/// frames, TEXT frames in as stdin lines written on the worker pool one at a time.
+/// Whatever ends the relay lets go of the process; the process keeps running. The
+/// fence: advancing a generation retires the workspace's sessions, which marks their
+/// processes stale (checked before each forwarded chunk, either way) and then kills
+/// them; the relay closes with the stale reason.
+class relay_session final : public session_base, private ws_outbox<relay_session> {
+  friend class ws_outbox<relay_session>;
+  static constexpr const char* write_what = "relay write";
+  /// Stdout chunks are one stream: they keep their order.
+  static constexpr bool small_first = false;
+  static constexpr const char* close_what = "relay close";
+
+ public:
+  relay_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
+                std::string peer, std::string label,
+                std::shared_ptr<process_registry::entry> entry)
+    : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
+      label_(std::move(label)), entry_(std::move(entry)), timer_(ws_.get_executor()) {}
+
+  ~relay_session() override {
+    finish("session destroyed");
+    srv_.remove(this);
+  }
+
+  std::shared_ptr<relay_session> self() {
+    return std::static_pointer_cast<relay_session>(shared_from_this());
+  }
+
+  /// Registers and accepts the upgrade.
+  void run() override {
+    srv_.add(shared_from_this());
+    asio::dispatch(ws_.get_executor(), [s = self()] { s->on_run(); });
+  }
+
+  void shutdown() override {
+    asio::post(ws_.get_executor(), [s = self()] { s->request_close(1001, shutdown_close_reason); });
+  }
+
+  void force_close() override {
+    asio::post(ws_.get_executor(), [s = self()] {
+      beast::get_lowest_layer(s->ws_).close();
+      s->finish("server stopped");
+    });
+  }
+
+ private:
+  void on_run() {
+    if (srv_.stopping) {
+      beast::get_lowest_layer(ws_).close();
+      finish("server stopping");
+      return;
+    }
+    beast::get_lowest_layer(ws_).expires_never();
+    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeouts.handshake_timeout = close_timeout;
+    timeouts.idle_timeout = relay_idle_timeout;
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
+    websocket::permessage_deflate pmd;
+    pmd.server_enable = true;
+    ws_.set_option(pmd);
+    // The reference offers `mcp`; a client that asks for no subprotocol gets none.
+    bool mcp = offers_mcp(sv(req_[http::field::sec_websocket_protocol]));
+    ws_.set_option(websocket::stream_base::decorator([mcp](websocket::response_type& res) {
+      res.set(http::field::server, "boxrt");
+      if (mcp)
+        res.set(http::field::sec_websocket_protocol, "mcp");
+    }));
+    ws_.read_message_max(srv_.opts.max_message_bytes);
+    ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
+  }
+
+  void on_accept(beast::error_code ec) {
+    req_ = {};
+    if (ec) {
+      fail(ec, "relay accept", peer_);
+      finish("upgrade failed");
+      return;
+    }
+    accepted_ = true;
+    spdlog::info("net: {}: relay open for {}", peer_, label_);
+    attach_deadline_ = std::chrono::steady_clock::now()
+                       + std::chrono::milliseconds{srv_.opts.relay_attach_wait_ms};
+    // Reading from the start notices a client that leaves while it waits; its frames
+    // queue for stdin until the relay is attached.
+    do_read();
+    if (close_)
+      maybe_close();
+    else
+      try_attach();
+  }
+
+  /// One attacher at a time: take the process, or poll until the bounded wait runs out.
+  void try_attach() {
+    if (close_ || finished_)
+      return;
+    bool expected = false;
+    if (entry_->attached.compare_exchange_strong(expected, true)) {
+      attached_ = true;
+      start_relay();
+      return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= attach_deadline_) {
+      spdlog::info("net: {}: relay for {} gave up after {} ms: another relay holds the process",
+                   peer_, label_, srv_.opts.relay_attach_wait_ms);
+      request_close(static_cast<uint16_t>(websocket::close_code::try_again_later),
+                    relay_busy_reason);
+      return;
+    }
+    if (!waited_) {
+      waited_ = true;
+      spdlog::info("net: {}: relay for {} waits: another relay holds the process", peer_, label_);
+    }
+    timer_.expires_after(std::min<std::chrono::steady_clock::duration>(relay_attach_poll,
+                                                                        attach_deadline_ - now));
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->try_attach();
+    });
+  }
+
+  void start_relay() {
+    spdlog::info("net: {}: relay attached to {}", peer_, label_);
+    int fd = entry_->process ? entry_->process->stdout_fd() : -1;
+    int copy = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) {
+      request_close(1000, relay_stdio_reason);
+      return;
+    }
+    stdout_.emplace(ws_.get_executor(), copy);
+    chunk_.resize(relay_chunk_bytes);
+    read_stdout();
+    pump_stdin();
+  }
+
+  // stdout -> WS
+
+  void read_stdout() {
+    if (!stdout_ || reading_stdout_ || close_ || finished_ || queued_bytes_ > relay_queue_bytes)
+      return;
+    reading_stdout_ = true;
+    stdout_->async_read_some(asio::buffer(chunk_), [s = self()](beast::error_code ec, size_t n) {
+      s->on_stdout(ec, n);
+    });
+  }
+
+  void on_stdout(beast::error_code ec, size_t n) {
+    reading_stdout_ = false;
+    if (close_ || finished_)
+      return;
+    if (entry_->stale.load()) {
+      request_close(1000, relay_stale_reason);
+      return;
+    }
+    // Chunks are not aligned to lines or characters: a sequence cut at the end of a
+    // chunk becomes U+FFFD, as the reference's per-chunk decode does.
+    if (n > 0)
+      enqueue(json::sanitize_utf8({chunk_.data(), n}));
+    if (ec) {
+      if (ec != asio::error::eof)
+        spdlog::warn("net: {}: relay for {}: stdout: {}", peer_, label_, ec.message());
+      request_close(1000, entry_->stale.load() ? relay_stale_reason : relay_exited_reason);
+      return;
+    }
+    read_stdout();
+  }
+
+  // WS -> stdin
+
+  void do_read() {
+    ws_.async_read(in_, [s = self()](beast::error_code ec, size_t) { s->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec) {
+      if (ec == websocket::error::message_too_big)
+        spdlog::warn("net: {}: relay for {}: a message exceeds {} bytes; closing", peer_, label_,
+                     srv_.opts.max_message_bytes);
+      else
+        fail(ec, "relay read", peer_);
+      finish(ec == websocket::error::closed ? "closed by peer" : ec.message());
+      return;
+    }
+    if (entry_->stale.load()) {
+      in_.consume(in_.size());
+      request_close(1000, relay_stale_reason);
+      return;
+    }
+    if (ws_.got_text() && !close_) {
+      auto data = in_.cdata();
+      std::string line;
+      line.reserve(data.size() + 1);
+      line.assign(static_cast<const char*>(data.data()), data.size());
+      line += '\n';
+      stdin_bytes_ += line.size();
+      stdin_.push_back(std::move(line));
+    }
+    // BINARY frames are ignored, as the reference does.
+    in_.consume(in_.size());
+    if (in_.capacity() > buffer_keep_bytes)
+      in_.shrink_to_fit();
+    if (closing_)
+      return;
+    pump_stdin();
+    // A process that does not read its stdin stops the socket from being read.
+    if (stdin_bytes_ > srv_.opts.max_message_bytes) {
+      read_paused_ = true;
+      return;
+    }
+    do_read();
+  }
+
+  /// Writes the next queued line on the worker pool: write_stdin blocks until the
+  /// process has taken it. One write at a time keeps the lines in arrival order.
+  void pump_stdin() {
+    if (!attached_ || !stdout_ || close_ || finished_ || stdin_busy_ || stdin_.empty())
+      return;
+    stdin_busy_ = true;
+    auto data = std::move(stdin_.front());
+    stdin_.pop_front();
+    auto n = data.size();
+    srv_.pool->submit([weak = std::weak_ptr<relay_session>{self()}, gate = srv_.gate,
+                       process = entry_->process, data = std::move(data), n] {
+      bool ok = process->write_stdin(data);
+      std::shared_lock lock{gate->mtx};
+      if (!gate->open)
+        return;
+      if (auto s = weak.lock())
+        asio::post(s->ws_.get_executor(), [s, ok, n] { s->on_stdin_written(ok, n); });
+    });
+  }
+
+  void on_stdin_written(bool ok, size_t n) {
+    stdin_busy_ = false;
+    stdin_bytes_ -= n;
+    if (close_ || finished_)
+      return;
+    if (!ok) {
+      request_close(1000, relay_stdin_reason);
+      return;
+    }
+    pump_stdin();
+    if (read_paused_ && stdin_bytes_ <= srv_.opts.max_message_bytes) {
+      read_paused_ = false;
+      do_read();
+    }
+  }
+
+  // write queue and close (ws_outbox): after a write, stdout may be read again; a close
+  // lets go of the process at once, before the queued frames are out.
+
+  void after_write() { read_stdout(); }
+  void after_enqueue() {}
+  void reply_done() {}
+  void close_requested() { detach(); }
+
+  /// Stops waiting and reading stdout, and frees the process for the next attacher.
+  void detach() {
+    timer_.cancel();
+    if (stdout_) {
+      beast::error_code ec;
+      stdout_->close(ec);
+    }
+    if (attached_) {
+      attached_ = false;
+      entry_->attached.store(false);
+      spdlog::info("net: {}: relay detached from {}", peer_, label_);
+    }
+  }
+
+  void finish(std::string_view why) {
+    if (finished_)
+      return;
+    finished_ = true;
+    detach();
+    if (counted_) {
+      counted_ = false;
+      srv_.release_connection();
+    }
+    if (accepted_)
+      spdlog::info("net: {}: relay for {} closed ({})", peer_, label_, why);
+  }
+
+  server_core& srv_;
+  websocket::stream<beast::tcp_stream> ws_;
+  http::request<http::string_body> req_;
+  std::string peer_;
+  std::string label_;  // "session <id> process <pid>" for the log
+  std::shared_ptr<process_registry::entry> entry_;
+  /// The attach poll.
+  asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point attach_deadline_;
+  /// A duplicate of the process's stdout (the process object keeps its own).
+  std::optional<asio::posix::stream_descriptor> stdout_;
+  std::vector<char> chunk_;
+  beast::flat_buffer in_;
+  std::deque<std::string> stdin_;
+  size_t stdin_bytes_ = 0;
+  bool attached_ = false;
+  bool waited_ = false;
+  bool reading_stdout_ = false;
+  bool read_paused_ = false;
+  bool stdin_busy_ = false;
+  bool accepted_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+  /// The connection slot reserved by the HTTP session is ours to release.
+  bool counted_ = true;
+};
+
+} // namespace
+
+void start_relay_socket(server_core& srv, beast::tcp_stream&& stream,
+                        http::request<http::string_body> req, std::string peer,
+                        std::string label, std::shared_ptr<process_registry::entry> entry) {
+  std::make_shared<relay_session>(srv, std::move(stream), std::move(req), std::move(peer),
+                                  std::move(label), std::move(entry))
+    ->run();
+}
+
+} // namespace boxrt::net

@@ -1,0 +1,142 @@
+// The write side both WebSocket sessions share (internal to net/ws/).
+#pragma once
+
+#include "net/ws/server_core.hpp"
+
+namespace boxrt::net {
+
+/// The write side both WebSocket sessions share (the RPC socket and the stdio relay):
+/// one write queue, one write outstanding at a time, and a close that waits for every
+/// message queued before it. `Derived` provides ws_, peer_, accepted_, closing_,
+/// finished_, self(), finish(why) and the hooks after_enqueue(), after_write() (a write
+/// completed), reply_done() (a reply left the queue, written or dropped) and
+/// close_requested() (a close was asked for), plus the log labels write_what and
+/// close_what.
+template <class Derived>
+class ws_outbox {
+ protected:
+  /// One message waiting to be written; a `reply` holds an in-flight slot until then.
+  struct queued {
+    std::string text;
+    bool reply = false;
+  };
+
+  void enqueue(std::string text, bool reply = false) {
+    auto& d = derived();
+    if (d.closing_ || d.finished_ || close_) {
+      if (reply)
+        d.reply_done();
+      return;
+    }
+    queued_bytes_ += text.size();
+    peak_bytes_ = std::max(peak_bytes_, queued_bytes_);
+    const bool small = text.size() <= small_message_bytes;
+    if (Derived::small_first && small && overtaken_ < max_overtaking) {
+      // Ahead of every large message not started yet (one message is one frame
+      // sequence, RFC 6455 §5.4: a message being written cannot be interrupted).
+      const size_t at = (writing_ ? 1 : 0) + waiting_small_;
+      if (at < queue_.size())
+        ++overtaken_;
+      queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(at), {std::move(text), reply});
+      ++waiting_small_;
+    } else {
+      queue_.push_back({std::move(text), reply});
+    }
+    d.after_enqueue();
+    if (!writing_)
+      do_write();
+  }
+
+  void do_write() {
+    auto& d = derived();
+    if (waiting_small_ > 0)
+      --waiting_small_; // the front is the first of them
+    else
+      overtaken_ = 0;   // a large message goes: the small ones start counting again
+    writing_ = true;
+    d.ws_.text(true);
+    d.ws_.async_write(asio::buffer(queue_.front().text),
+                      [s = d.self()](beast::error_code ec, size_t) { s->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    auto& d = derived();
+    writing_ = false;
+    if (ec) {
+      fail(ec, Derived::write_what, d.peer_);
+      drop_queued();
+      beast::get_lowest_layer(d.ws_).close();
+      d.finish(ec.message());
+      return;
+    }
+    queued_bytes_ -= queue_.front().text.size();
+    if (queue_.front().reply)
+      d.reply_done();
+    queue_.pop_front();
+    if (!queue_.empty())
+      do_write();
+    else if (close_)
+      maybe_close();
+    d.after_write();
+  }
+
+  /// Drops every message not being written now (all of them when none is).
+  void drop_queued() {
+    auto& d = derived();
+    const size_t keep = writing_ ? 1 : 0;
+    while (queue_.size() > keep) {
+      queued_bytes_ -= queue_.back().text.size();
+      if (queue_.back().reply)
+        d.reply_done();
+      queue_.pop_back();
+    }
+    waiting_small_ = 0;
+    overtaken_ = 0;
+    if (queue_.empty())
+      std::deque<queued>{}.swap(queue_);
+  }
+
+  /// Closes after every message queued so far.
+  void request_close(uint16_t code, std::string reason) {
+    auto& d = derived();
+    if (d.closing_ || d.finished_ || close_)
+      return;
+    close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
+    d.close_requested();
+    maybe_close();
+  }
+
+  void maybe_close() {
+    auto& d = derived();
+    if (!d.accepted_ || writing_ || !queue_.empty() || d.closing_ || d.finished_)
+      return;
+    d.closing_ = true;
+    d.ws_.async_close(*close_, [s = d.self()](beast::error_code ec) {
+      if (ec)
+        fail(ec, Derived::close_what, s->peer_);
+      s->finish("closed by server");
+    });
+  }
+
+  /// Messages this size or smaller may overtake larger ones not started yet (when
+  /// Derived::small_first), at most max_overtaking times per large message, so a stream
+  /// of small replies cannot starve a large one.
+  static constexpr size_t small_message_bytes = 64 * 1024;
+  static constexpr size_t max_overtaking = 1024;
+
+  /// Front to back: the message being written (when writing_), the small messages that
+  /// went ahead (waiting_small_ of them), then the rest in arrival order.
+  std::deque<queued> queue_;
+  size_t waiting_small_ = 0;
+  size_t overtaken_ = 0;
+  /// Bytes waiting in queue_, and the most there ever were.
+  size_t queued_bytes_ = 0;
+  size_t peak_bytes_ = 0;
+  std::optional<websocket::close_reason> close_;
+  bool writing_ = false;
+
+ private:
+  Derived& derived() { return static_cast<Derived&>(*this); }
+};
+
+} // namespace boxrt::net

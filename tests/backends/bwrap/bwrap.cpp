@@ -1,0 +1,684 @@
+// The bwrap backend with real sandboxes (root, as CI runs). Every isolation claim has a
+// test that fails without it; controls (network on, a writable bind) show the probes
+// can see what they look for.
+#include "backends/bwrap/bwrap.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "backends/registry.hpp"
+#include "managed_helpers.hpp"
+#include "messages/tenancy.hpp"
+
+using namespace boxrt;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool sandbox_capable() {
+  return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;
+}
+
+/// Real sandboxes need root and bubblewrap (as CI has); elsewhere these tests are skipped.
+boost::test_tools::assertion_result sandbox_precondition(boost::unit_test::test_unit_id) {
+  return {sandbox_capable()};
+}
+
+struct bwrap_fixture {
+  bwrap_fixture() {
+    char tmpl[] = "/tmp/boxrt-bwrap-test-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    opts.state_dir = root + "/state";
+    opts.skills_tenants_dir = root + "/skills/tenants";
+    opts.skills_quota_mb = 8;
+    backend = std::make_unique<bwrap_backend>(opts);
+  }
+  ~bwrap_fixture() {
+    backend->cleanup_orphans();
+    backend.reset();
+    std::error_code err;
+    fs::remove_all(root, err);
+  }
+
+  box_spec spec(std::string id, std::string host = {}) {
+    box_spec s;
+    s.session_id = std::move(id);
+    s.host_path = std::move(host);
+    s.timeout_sec = 20;
+    return s;
+  }
+
+  std::shared_ptr<backend_session> start(const box_spec& s) {
+    auto r = backend->start_session(s);
+    BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
+    return r.value();
+  }
+
+  exec_result run(backend_session& session, box_spec s, std::string cmd, int64_t cap = 1048576) {
+    s.cmd = std::move(cmd);
+    auto r = backend->exec(session, s, exec_limits{cap});
+    BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
+    return r.value();
+  }
+
+  std::string tenant(const std::string& hex24) { return root + "/workspaces/tenants/ws-" + hex24; }
+
+  std::string root;
+  bwrap_options opts;
+  std::unique_ptr<bwrap_backend> backend;
+};
+
+/// A TCP listener on host loopback; returns its port.
+struct host_listener {
+  host_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 16);
+    socklen_t n = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    port = ntohs(a.sin_port);
+  }
+  ~host_listener() { ::close(fd); }
+  int fd;
+  int port;
+};
+
+/// True while a `sleep <arg>` runs anywhere on the host.
+bool running(const std::string& arg) {
+  for (auto& e : fs::directory_iterator{"/proc"}) {
+    std::ifstream in{e.path() / "cmdline"};
+    std::string cmd, a;
+    std::getline(in, cmd, '\0');
+    std::getline(in, a, '\0');
+    if (cmd == "sleep" && a == arg)
+      return true;
+  }
+  return false;
+}
+
+std::string connect_cmd(int port) {
+  return "python3 -c \"import socket; socket.create_connection(('127.0.0.1', " + std::to_string(port)
+         + "), 2); print('connected')\" 2>/dev/null";
+}
+
+/// Runs a shell command on the host and returns its stdout.
+std::string run_on_host(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr)
+    return out;
+  char buf[4096];
+  while (auto n = std::fread(buf, 1, sizeof buf, p))
+    out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(bwrap_suite, *boost::unit_test::precondition(sandbox_precondition))
+
+BOOST_FIXTURE_TEST_CASE(a_warm_session_keeps_state_between_execs_without_a_new_sandbox, bwrap_fixture) {
+  BOOST_REQUIRE_MESSAGE(backend->unavailable_reason().empty(), backend->unavailable_reason());
+  auto s = spec("warm");
+  auto session = start(s);
+  auto first = run(*session, s, "echo $PPID; echo state > /tmp/kept; echo out; echo err >&2; exit 3");
+  BOOST_TEST(first.exit_code == 3);
+  BOOST_TEST(first.stderr_text == "err");
+  auto second = run(*session, s, "echo $PPID; cat /tmp/kept; pwd");
+  // The same init (the shell's parent) served both: no sandbox per command.
+  std::istringstream a{first.stdout_text}, b{second.stdout_text};
+  std::string pa, pb;
+  a >> pa;
+  b >> pb;
+  BOOST_TEST(pa == pb);
+  BOOST_TEST(second.stdout_text.find("state") != std::string::npos);
+  BOOST_TEST(second.stdout_text.find("/workspace") != std::string::npos);
+  // The workdir is created by the init itself.
+  s.workdir = "/workspace/deep/er";
+  BOOST_TEST(run(*session, s, "pwd").stdout_text == "/workspace/deep/er");
+  backend->stop_session(*session);
+  BOOST_TEST(!session->alive());
+}
+
+BOOST_FIXTURE_TEST_CASE(output_is_capped_with_the_reference_notice, bwrap_fixture) {
+  auto s = spec("clip");
+  auto session = start(s);
+  auto r = run(*session, s, "head -c 5000 /dev/zero | tr '\\0' a", 1000);
+  BOOST_TEST(r.stdout_text == std::string(1000, 'a') + "\n... [raw output clipped at 1000 bytes, 4000 bytes discarded]");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(host_loopback_is_unreachable_with_network_off_and_on, bwrap_fixture) {
+  // `network: on` gets a namespace and a user-mode stack of its own, never the host's
+  // network (tests/wire/network_test.cpp proves its outbound reach in test namespaces).
+  host_listener host;
+  for (auto mode : {network_mode::off, network_mode::on}) {
+    auto s = spec(mode == network_mode::on ? "net-on" : "net-off");
+    s.network = mode;
+    auto session = start(s);
+    auto r = run(*session, s, connect_cmd(host.port) + "; readlink /proc/self/ns/net");
+    BOOST_TEST(r.exit_code == 0);
+    BOOST_TEST(r.stdout_text.find("connected") == std::string::npos);
+    BOOST_TEST(r.stdout_text.find(fs::read_symlink("/proc/self/ns/net").string()) == std::string::npos);
+    backend->stop_session(*session);
+  }
+  // Control: the probe itself reaches the listener from the host.
+  auto c = run_on_host(connect_cmd(host.port));
+  BOOST_TEST(c == "connected\n");
+}
+
+BOOST_FIXTURE_TEST_CASE(host_files_outside_the_binds_are_invisible, bwrap_fixture) {
+  auto secret = root + "/secret.txt";
+  std::ofstream{secret} << "host secret";
+  auto s = spec("invisible");
+  auto session = start(s);
+  auto r = run(*session, s, "cat " + secret + "; ls /root /home/*/ 2>&1; test -e /etc/shadow && echo shadow; ls /");
+  BOOST_TEST(r.stdout_text.find("host secret") == std::string::npos);
+  BOOST_TEST(r.stdout_text.find("shadow") == std::string::npos);
+  BOOST_TEST(r.stdout_text.find("workspace") != std::string::npos);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(workspaces_cannot_see_each_other, bwrap_fixture) {
+  auto a_path = tenant("aaaaaaaaaaaaaaaaaaaaaaaa"), b_path = tenant("bbbbbbbbbbbbbbbbbbbbbbbb");
+  auto a = spec("ws-a", a_path), b = spec("ws-b", b_path);
+  auto sa = start(a), sb = start(b);
+  BOOST_TEST(run(*sa, a, "echo only-a > /workspace/a.txt; id -u").stdout_text == std::to_string(backend->sandbox_uid(*sa)));
+  // Written as the unprivileged sandbox uid, not as host root.
+  struct stat st{};
+  BOOST_REQUIRE(::stat((a_path + "/a.txt").c_str(), &st) == 0);
+  BOOST_TEST(st.st_uid == backend->sandbox_uid(*sa));
+  auto r = run(*sb, b, "ls -a /workspace; cat " + a_path + "/a.txt; find / -name a.txt 2>/dev/null");
+  BOOST_TEST(r.stdout_text.find("only-a") == std::string::npos);
+  BOOST_TEST(r.stdout_text.find("a.txt") == std::string::npos);
+  backend->stop_session(*sa);
+  backend->stop_session(*sb);
+}
+
+BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_persists, bwrap_fixture) {
+  auto path = tenant("cccccccccccccccccccccccc");
+  auto s = spec("quota", path);
+  s.workspace_quota_mb = 8;
+  auto session = start(s);
+  auto r = run(*session, s, "dd if=/dev/zero of=/workspace/big bs=1M count=32 2>&1; echo kept > /workspace/small; df -k /workspace | tail -1");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.stdout_text.find("No space left on device") != std::string::npos);
+  // The host path is the mounted image: the file stops at the quota.
+  BOOST_TEST(fs::file_size(path + "/big") <= 8u * 1048576);
+  BOOST_TEST_MESSAGE(r.stdout_text);
+  auto files = run(*session, s, "i=0; while [ $i -lt 5000 ]; do printf '' 2>/dev/null > /workspace/f$i || break; i=$((i+1)); done; echo $i; printf '' > /workspace/again");
+  BOOST_TEST_MESSAGE(files.stdout_text << " / " << files.stderr_text);
+  BOOST_TEST(std::stoi(files.stdout_text) < 5000);
+  BOOST_TEST(files.stderr_text.find("No space left on device") != std::string::npos);
+  backend->stop_session(*session);
+  // Unmounted with the session, kept in the image: a new session sees the file again.
+  BOOST_TEST(!fs::exists(path + "/small"));
+  auto again = start(s);
+  BOOST_TEST(run(*again, s, "cat /workspace/small").stdout_text == "kept");
+  // The workspace's skill storage has an image of its own, mounted beside it.
+  BOOST_TEST(fs::exists(opts.skills_tenants_dir + "/ws-cccccccccccccccccccccccc/lost+found"));
+  backend->stop_session(*again);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_fork_bomb_stops_at_pids_limit, bwrap_fixture) {
+  auto s = spec("forks");
+  s.pids_limit = 16;
+  auto session = start(s);
+  auto r = run(*session, s,
+               "python3 -c \"\nimport os, time\nn = 0\ntry:\n  while n < 200:\n    if os.fork() == 0:\n"
+               "      time.sleep(30); os._exit(0)\n    n += 1\nexcept OSError as e:\n  print('stopped', n)\n\"");
+  BOOST_TEST_MESSAGE(r.stdout_text << " / " << r.stderr_text);
+  BOOST_TEST(r.stdout_text.rfind("stopped", 0) == 0);
+  auto n = std::stoi(r.stdout_text.substr(8));
+  BOOST_TEST(n <= 16);
+  BOOST_TEST(n > 0);
+  // The session still serves after the bomb (its leftovers were killed).
+  BOOST_TEST(run(*session, s, "echo alive").stdout_text == "alive");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(allocating_past_memory_mb_is_killed_and_reported, bwrap_fixture) {
+  auto s = spec("memory");
+  s.memory_mb = 64;
+  auto session = start(s);
+  auto r = run(*session, s, "python3 -c \"b = bytearray(256 * 1024 * 1024); print(len(b))\"");
+  BOOST_TEST(r.exit_code == 137);
+  auto last = r.stderr_text.substr(r.stderr_text.rfind('\n') + 1);
+  BOOST_TEST(last == "out of memory");
+  auto ok = run(*session, s, "python3 -c \"b = bytearray(16 * 1024 * 1024); print(len(b))\"");
+  BOOST_TEST(ok.exit_code == 0);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_timeout_kills_the_whole_tree_and_ends_the_session, bwrap_fixture) {
+  auto s = spec("timeout");
+  s.timeout_sec = 1;
+  auto session = start(s);
+  auto r = run(*session, s, "sh -c 'sleep 4711 & sleep 4711' & sleep 4711");
+  BOOST_TEST((r.status == exec_status::timed_out));
+  BOOST_TEST(r.stderr_text == "Command timed out after 1 seconds.");
+  BOOST_TEST(!session->alive());
+  backend->stop_session(*session);
+  // Nothing of the tree is left on the host (the kill was synchronous with teardown).
+  BOOST_TEST(!running("4711"));
+}
+
+BOOST_FIXTURE_TEST_CASE(the_root_filesystem_and_read_only_mounts_cannot_be_written, bwrap_fixture) {
+  auto data = root + "/data";
+  fs::create_directories(data);
+  auto s = spec("readonly");
+  s.extra_mounts.push_back(mount_spec{data, "/data", mount_mode::ro});
+  auto rw_dir = root + "/rw";
+  s.extra_mounts.push_back(mount_spec{rw_dir, "/rw", mount_mode::rw});
+  auto session = start(s);
+  // The root alone first: /usr and the ro mount are read-only binds anyway.
+  auto root_only = run(*session, s, "touch /x 2>&1");
+  BOOST_TEST(root_only.stdout_text.find("Read-only file system") != std::string::npos);
+  auto r = run(*session, s, "touch /usr/x 2>&1; touch /data/x 2>&1; touch /rw/x && echo rw-ok");
+  BOOST_TEST(r.stdout_text.find("Read-only file system") != std::string::npos);
+  BOOST_TEST(!fs::exists(data + "/x"));
+  // Control: the writable mount is writable.
+  BOOST_TEST(r.stdout_text.find("rw-ok") != std::string::npos);
+  BOOST_TEST(fs::exists(rw_dir + "/x"));
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(no_capabilities_and_no_mount_or_unshare_inside, bwrap_fixture) {
+  auto s = spec("caps");
+  auto session = start(s);
+  auto r = run(*session, s, "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status");
+  BOOST_TEST(r.stdout_text.find("CapEff:\t0000000000000000") != std::string::npos);
+  BOOST_TEST(r.stdout_text.find("CapBnd:\t0000000000000000") != std::string::npos);
+  BOOST_TEST(r.stdout_text.find("NoNewPrivs:\t1") != std::string::npos);
+  BOOST_TEST(r.stdout_text.find("Seccomp:\t2") != std::string::npos);
+  auto m = run(*session, s, "mount -t tmpfs none /tmp 2>&1; echo mount=$?; unshare --user --map-root-user true 2>&1; echo unshare=$?");
+  BOOST_TEST(m.stdout_text.find("mount=0") == std::string::npos);
+  BOOST_TEST(m.stdout_text.find("unshare=0") == std::string::npos);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_seccomp_filter_refuses_what_capabilities_alone_allow, bwrap_fixture) {
+  // personality() needs no privilege, so only the filter can refuse it.
+  auto s = spec("seccomp");
+  auto session = start(s);
+  auto r = run(*session, s, "python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+                            "rc = libc.personality(0xffffffff); print(rc, os.strerror(ctypes.get_errno()))\"");
+  BOOST_TEST(r.stdout_text == "-1 Operation not permitted");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_sandbox_outlives_the_thread_that_started_it, bwrap_fixture) {
+  // Worker-pool threads end when idle; bwrap's --die-with-parent must not take the
+  // warm sandbox with them.
+  auto s = spec("thread");
+  std::shared_ptr<backend_session> session;
+  std::thread starter{[&] {
+    auto r = backend->start_session(s);
+    if (r.ok())
+      session = r.value();
+  }};
+  starter.join();
+  BOOST_REQUIRE(session);
+  auto r = run(*session, s, "echo still here");
+  BOOST_TEST(r.stdout_text == "still here");
+  BOOST_TEST(session->alive());
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(boxd_state_is_never_a_tenant_mount, bwrap_fixture) {
+  for (auto path : {opts.state_dir, opts.state_dir + "/images", root}) {
+    auto s = spec("state", path);
+    auto r = backend->start_session(s);
+    BOOST_REQUIRE(!r.ok());
+    BOOST_TEST(r.error().message == "host_path " + path + " is blocked for security");
+  }
+  auto s = spec("state-extra");
+  s.extra_mounts.push_back(mount_spec{opts.state_dir + "/mounts", "/x", mount_mode::ro});
+  auto r = backend->start_session(s);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(r.error().message == "extra_mounts[0].host_path " + opts.state_dir + "/mounts is blocked for security");
+}
+
+BOOST_FIXTURE_TEST_CASE(an_interrupt_ends_a_running_exec_and_every_later_one, bwrap_fixture) {
+  auto s = spec("interrupt");
+  auto session = start(s);
+  std::thread stopper{[&] {
+    // Waits for the command to be running, then interrupts (a condition, not a delay).
+    for (int i = 0; i < 20000 && !running("4712"); ++i)
+      std::this_thread::yield();
+    session->interrupt();
+  }};
+  s.timeout_sec = 60;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run(*session, s, "sleep 4712");
+  stopper.join();
+  BOOST_TEST(r.exit_code == 137);
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds{30}));
+  BOOST_TEST(run(*session, s, "echo never").stdout_text.empty());
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, bwrap_fixture) {
+  auto r = backend->probe_readiness("", true);
+  BOOST_TEST_MESSAGE("readiness error: " << r.error);
+  BOOST_TEST(r.available);
+  BOOST_TEST(r.limits_mechanism == "cgroup_v1");
+  // cgroup v2 is not what enforces the limits here, and it is not claimed.
+  BOOST_TEST(!r.details.at("cgroup_v2"));
+  for (auto key : {"resource_limits", "namespace_isolation", "mount_isolation", "network_isolation",
+                   "hard_workspace_quota", "hard_skill_storage_quota", "bounded_ephemeral_storage",
+                   "inode_quota"})
+    BOOST_TEST(r.details.at(key), key);
+}
+
+BOOST_FIXTURE_TEST_CASE(skills_come_and_go_per_exec_in_the_same_sandbox, bwrap_fixture) {
+  auto skills = root + "/skills-store";
+  for (auto name : {"alpha", "beta"}) {
+    fs::create_directories(skills + "/" + name);
+    std::ofstream{skills + "/" + name + "/SKILL.md"} << "skill " << name;
+  }
+  auto s = spec("skills", tenant("eeeeeeeeeeeeeeeeeeeeeeee"));
+  auto session = start(s);
+  auto with = [&](std::string name, mount_mode mode) {
+    auto e = s;
+    e.extra_mounts = {mount_spec{skills + "/" + name, "/workspace/.skills/" + name, mode}};
+    return e;
+  };
+  auto a = with("alpha", mount_mode::ro);
+  auto first = run(*session, a, "echo $PPID; cat /workspace/.skills/alpha/SKILL.md; ls /workspace/.skills; "
+                                "touch /workspace/.skills/alpha/x 2>&1");
+  BOOST_TEST(first.stdout_text.find("skill alpha") != std::string::npos);
+  BOOST_TEST(first.stdout_text.find("Read-only file system") != std::string::npos);
+  BOOST_TEST(!fs::exists(skills + "/alpha/x"));
+  // Another skill: only it is visible now, and the sandbox is the same one.
+  auto b = with("beta", mount_mode::ro);
+  auto second = run(*session, b, "echo $PPID; ls /workspace/.skills; cat /workspace/.skills/beta/SKILL.md");
+  BOOST_TEST(second.stdout_text.find("alpha") == std::string::npos);
+  BOOST_TEST(second.stdout_text.find("skill beta") != std::string::npos);
+  BOOST_TEST(first.stdout_text.substr(0, first.stdout_text.find('\n'))
+             == second.stdout_text.substr(0, second.stdout_text.find('\n')));
+  // Standard mode mounts skills read-write.
+  auto w = with("beta", mount_mode::rw);
+  BOOST_TEST(run(*session, w, "echo note > /workspace/.skills/beta/note && echo ok").stdout_text == "ok");
+  BOOST_TEST(fs::exists(skills + "/beta/note"));
+  // No skill: none visible.
+  BOOST_TEST(run(*session, s, "ls /workspace/.skills | wc -l").stdout_text == "0");
+  backend->stop_session(*session);
+  // The packages survive the session's cleanup (nothing was removed through a mount).
+  BOOST_TEST(fs::exists(skills + "/alpha/SKILL.md"));
+  BOOST_TEST(fs::exists(skills + "/beta/note"));
+}
+
+struct rlimit_fixture : bwrap_fixture {
+  rlimit_fixture() {
+    backend.reset();
+    opts.cgroup_root = ""; // as on a host without usable cgroups
+    backend = std::make_unique<bwrap_backend>(opts);
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(without_cgroups_each_session_has_its_own_uid_and_nproc_cap, rlimit_fixture) {
+  auto s = spec("nproc");
+  s.pids_limit = 16;
+  auto one = start(s), two = start(s);
+  auto uid_one = run(*one, s, "id -u").stdout_text, uid_two = run(*two, s, "id -u").stdout_text;
+  BOOST_TEST(uid_one != uid_two);
+  BOOST_TEST(uid_one == std::to_string(backend->sandbox_uid(*one)));
+  auto r = run(*one, s,
+               "python3 -c \"\nimport os, time\nn = 0\ntry:\n  while n < 200:\n    if os.fork() == 0:\n"
+               "      time.sleep(30); os._exit(0)\n    n += 1\nexcept OSError as e:\n  print('stopped', n)\n\"");
+  BOOST_TEST(r.stdout_text.rfind("stopped", 0) == 0);
+  BOOST_TEST(std::stoi(r.stdout_text.substr(8)) <= 16);
+  backend->stop_session(*one);
+  backend->stop_session(*two);
+  // Memory and cpu are not capped this way, and readiness says so.
+  auto report = backend->probe_readiness("", true);
+  BOOST_TEST(report.limits_mechanism == "rlimit");
+  BOOST_TEST(!report.details.at("resource_limits"));
+  BOOST_TEST(report.details.at("namespace_isolation"));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_second_boxd_on_the_same_state_directory_is_refused, bwrap_fixture) {
+  bwrap_backend other{opts};
+  BOOST_TEST(other.unavailable_reason() == "the state directory " + opts.state_dir + " is in use by another boxd");
+}
+
+BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
+  char tmpl[] = "/tmp/boxrt-bwrap-crash-XXXXXX";
+  std::string root = ::mkdtemp(tmpl);
+  bwrap_options opts;
+  opts.state_dir = root + "/state";
+  auto ws = root + "/workspaces/tenants/ws-dddddddddddddddddddddddd";
+  int ready[2];
+  BOOST_REQUIRE(::pipe(ready) == 0);
+  auto pid = ::fork();
+  if (pid == 0) {
+    // The "crashed" boxd: starts a sandbox on a quota image, then dies without cleanup.
+    bwrap_backend b{opts};
+    box_spec s;
+    s.session_id = "crash";
+    s.host_path = ws;
+    s.workspace_quota_mb = 8;
+    auto started = b.start_session(s);
+    s.cmd = "setsid sleep 4713 > /dev/null 2>&1 &";
+    if (started.ok())
+      (void)b.exec(**started, s, exec_limits{});
+    (void)!::write(ready[1], started.ok() ? "1" : "0", 1);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  BOOST_REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::waitpid(pid, nullptr, 0);
+  BOOST_REQUIRE(c == '1');
+  auto mounted = [&] {
+    std::ifstream in{"/proc/self/mountinfo"};
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find(" " + ws + " ") != std::string::npos)
+        return true;
+    return false;
+  };
+  // boxrt-init ended with its boxd (end of input), and the sandbox with it; what stays
+  // behind is the quota mount and the cgroups.
+  BOOST_TEST(mounted());
+  auto groups = "/sys/fs/cgroup/pids/boxrt-" + sha256_hex(fs::absolute(opts.state_dir).lexically_normal().string()).substr(0, 12);
+  auto count_groups = [&] {
+    size_t n = 0;
+    std::error_code err;
+    for (auto& e : fs::directory_iterator{groups, err})
+      n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  BOOST_TEST(count_groups() == 1u);
+  {
+    bwrap_backend next{opts};
+    BOOST_REQUIRE(next.unavailable_reason().empty());
+    next.cleanup_orphans();
+  }
+  BOOST_TEST(!mounted());
+  BOOST_TEST(count_groups() == 0u);
+  BOOST_TEST(!running("4713"));
+  std::error_code err;
+  fs::remove_all(root, err);
+}
+
+// -- managed processes ------------------------------------------------------------------
+
+namespace {
+
+std::shared_ptr<managed_process> start_managed(bwrap_backend& backend, backend_session& session, std::string command,
+                                               std::vector<std::string> args = {}, std::string cwd = "/workspace") {
+  process_spec spec;
+  spec.command = std::move(command);
+  spec.args = std::move(args);
+  spec.cwd = std::move(cwd);
+  spec.env = {{"GREETING", "hi there"}};
+  auto p = backend.start_managed_process(session, spec);
+  BOOST_REQUIRE_MESSAGE(p.ok(), (p.ok() ? std::string{} : p.error().message));
+  return *p;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(managed_cat_echoes_stdin_lines_from_inside_the_sandbox, bwrap_fixture) {
+  auto s = spec("managed-echo");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "cat");
+  BOOST_TEST(testing::code_of(*p) == testing::running);
+  BOOST_REQUIRE(p->write_stdin("hello\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "hello\n") == "hello\n");
+  BOOST_REQUIRE(p->write_stdin("again\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "again\n") == "again\n");
+  BOOST_TEST(testing::code_of(*p) == testing::running);
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_stderr_reaches_the_preview, bwrap_fixture) {
+  auto s = spec("managed-stderr");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "echo oops >&2; exec cat"});
+  BOOST_TEST(testing::eventually([&] { return p->stderr_preview() == "oops"; }));
+  BOOST_REQUIRE(p->write_stdin("ping\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "ping\n") == "ping\n");
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_process_runs_inside_the_sandbox, bwrap_fixture) {
+  auto s = spec("managed-inside");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh",
+                         {"-c", "id -u; grep NoNewPrivs /proc/self/status; readlink /proc/self/ns/pid; pwd; "
+                                "echo \"$GREETING\"; echo end; exec cat"},
+                         "/workspace/deep/er");
+  auto out = testing::read_until(p->stdout_fd(), "end\n");
+  auto host_pidns = fs::read_symlink("/proc/self/ns/pid").string();
+  BOOST_TEST(out.starts_with(std::to_string(backend->sandbox_uid(*session)) + "\nNoNewPrivs:\t1\npid:["));
+  BOOST_TEST(out.find(host_pidns) == std::string::npos);
+  BOOST_TEST(out.find("\n/workspace/deep/er\nhi there\nend\n") != std::string::npos);
+  // The same pid namespace as the session's execs: the exec sees the managed process.
+  auto r = run(*session, s, "readlink /proc/self/ns/pid");
+  BOOST_TEST(out.find(r.stdout_text) != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_io_folder_is_a_small_tmpfs_the_sandbox_cannot_grow, bwrap_fixture) {
+  auto s = spec("managed-io-bound");
+  auto session = start(s);
+  auto r = run(*session, s, "head -c 2000000 /dev/zero > /.boxrt/io/fill");
+  BOOST_TEST(r.exit_code != 0);
+  BOOST_TEST(r.stderr_text.find("No space left on device") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(execs_keep_working_while_a_managed_process_runs, bwrap_fixture) {
+  auto s = spec("managed-exec");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "cat");
+  BOOST_TEST(run(*session, s, "echo from-exec").stdout_text == "from-exec");
+  BOOST_REQUIRE(p->write_stdin("still here\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "still here\n") == "still here\n");
+  BOOST_TEST(run(*session, s, "echo second-exec").stdout_text == "second-exec");
+  BOOST_TEST(testing::code_of(*p) == testing::running);
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_processes_start_and_stop_while_an_exec_runs, bwrap_fixture) {
+  auto s = spec("managed-during-exec");
+  auto session = start(s);
+  exec_result long_exec;
+  std::thread exec_thread{[&] {
+    auto copy = s;
+    copy.cmd = "sleep 4714; echo late";
+    auto r = backend->exec(*session, copy, exec_limits{});
+    if (r.ok())
+      long_exec = r.value();
+  }};
+  BOOST_REQUIRE(testing::eventually([] { return running("4714"); }));
+  // boxrt-init serves managed-process requests in the middle of the exec.
+  auto p = start_managed(*backend, *session, "sh", {"-c", "echo up; exec sleep 4715"});
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "up\n") == "up\n");
+  p->terminate(std::chrono::seconds{5});
+  BOOST_TEST(testing::code_of(*p) == 128 + SIGTERM);
+  BOOST_TEST(running("4714")); // the exec still runs
+  BOOST_TEST(!running("4715"));
+  session->interrupt();
+  exec_thread.join();
+  BOOST_TEST(long_exec.exit_code == 137);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_terminate_closes_stdin_then_signals, bwrap_fixture) {
+  auto s = spec("managed-terminate");
+  auto session = start(s);
+  // SIGTERM ignored (cat inherits that): only the closed stdin ends it, with exit 5.
+  auto eof = start_managed(*backend, *session, "sh", {"-c", "trap '' TERM; echo up; cat; exit 5"});
+  BOOST_REQUIRE(testing::read_until(eof->stdout_fd(), "up\n") == "up\n");
+  eof->terminate(std::chrono::seconds{5});
+  BOOST_TEST(testing::code_of(*eof) == 5);
+  BOOST_TEST(!eof->write_stdin("late\n"));
+  eof->terminate(std::chrono::seconds{5}); // idempotent
+  BOOST_TEST(testing::code_of(*eof) == 5);
+  // Ignores both: SIGKILL after the grace.
+  auto stubborn = start_managed(*backend, *session, "sh", {"-c", "trap '' TERM; echo up; exec sleep 4716"});
+  BOOST_REQUIRE(testing::read_until(stubborn->stdout_fd(), "up\n") == "up\n");
+  stubborn->terminate(std::chrono::milliseconds{300});
+  BOOST_TEST(testing::code_of(*stubborn) == 128 + SIGKILL);
+  BOOST_TEST(!running("4716"));
+}
+
+BOOST_FIXTURE_TEST_CASE(managed_process_that_exits_by_itself_reports_its_code, bwrap_fixture) {
+  auto s = spec("managed-exit");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "exit 7"});
+  BOOST_TEST(testing::wait_eof(p->stdout_fd()));
+  BOOST_TEST(testing::exit_within(*p) == 7);
+  BOOST_TEST(!p->write_stdin("nobody reads\n"));
+  auto missing = start_managed(*backend, *session, "no-such-command-4717");
+  BOOST_TEST(testing::exit_within(*missing) == 127);
+  BOOST_TEST(testing::eventually([&] { return missing->stderr_preview() == "no-such-command-4717: not found"; }));
+}
+
+BOOST_FIXTURE_TEST_CASE(stopping_the_session_ends_its_managed_processes, bwrap_fixture) {
+  auto s = spec("managed-teardown");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "echo up; exec sleep 4718"});
+  BOOST_REQUIRE(testing::read_until(p->stdout_fd(), "up\n") == "up\n");
+  BOOST_REQUIRE(testing::eventually([] { return running("4718"); }));
+  backend->stop_session(*session);
+  BOOST_TEST(!running("4718"));
+  BOOST_TEST(testing::code_of(*p) == 137);
+  BOOST_TEST(testing::wait_eof(p->stdout_fd()));
+  BOOST_TEST(!p->write_stdin("gone\n"));
+  p->terminate(std::chrono::seconds{5}); // harmless once the sandbox is gone
+  BOOST_TEST(testing::code_of(*p) == 137);
+  auto again = backend->start_managed_process(*session, process_spec{});
+  BOOST_TEST(!again.ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(an_exit_code_recorded_before_teardown_survives_it, bwrap_fixture) {
+  auto s = spec("managed-exit-teardown");
+  auto session = start(s);
+  auto p = start_managed(*backend, *session, "sh", {"-c", "exit 9"});
+  BOOST_REQUIRE(testing::wait_eof(p->stdout_fd()));
+  // Nobody asked for the code yet: teardown reads what init recorded before the io
+  // folder goes.
+  auto exit_file = opts.state_dir + "/sessions/" + session->id() + "/io/p1.exit";
+  BOOST_REQUIRE(testing::eventually([&] { return fs::exists(exit_file); }));
+  backend->stop_session(*session);
+  BOOST_TEST(!fs::exists(exit_file));
+  BOOST_TEST(testing::code_of(*p) == 9);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
