@@ -52,9 +52,14 @@ struct directory_state {
 
 using self_ptr = directory_actor::stateful_pointer<directory_state>;
 
+/// Every change of the settings goes to each supervisor and, once the first probe has
+/// finished, to the published snapshot.
 void broadcast_settings(self_ptr self) {
-  for (auto& [ws, sup] : self->state.supervisors)
-    self->send(sup, settings_atom_v, self->state.settings);
+  auto& st = self->state;
+  for (auto& [ws, sup] : st.supervisors)
+    self->send(sup, settings_atom_v, st.settings);
+  if (st.args.snapshot && st.settings.probed)
+    st.args.snapshot->set(st.settings);
 }
 
 void submit_probe(self_ptr self) {
@@ -103,8 +108,7 @@ std::string key_of(const std::string& instance, const std::string& workspace) {
 }
 
 box_error check_instance(self_ptr self, const std::string& instance) {
-  const auto& trusted = self->state.settings.trusted_instance;
-  if (!trusted.empty() && instance != trusted)
+  if (!self->state.args.trusted->admits(instance))
     return box_error{ec::permission, "Box action context does not match the trusted instance"};
   return {};
 }
@@ -261,207 +265,213 @@ caf::result<Reply> forward_tenant(self_ptr self, Atom atom, Request& req) {
 
 } // namespace
 
-directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
-  return sys.spawn([](self_ptr self, directory_args a) -> directory_actor::behavior_type {
+namespace {
+
+/// The directory: routes every request to its workspace's supervisor, owns the global
+/// session slots, readiness and the published settings.
+directory_actor::behavior_type directory_behavior(self_ptr self, directory_args a) {
+  auto& st = self->state;
+  st.args = std::move(a);
+  st.settings.config = st.args.config;
+  if (st.settings.config.admission.required && st.settings.config.admission_error.empty())
+    if (auto err = validate_required_policy(st.settings.config.admission, st.args.testing))
+      st.settings.config.admission_error = err.message;
+  if (!st.args.trusted)
+    st.args.trusted = std::make_shared<boxrt::trusted_instance>(st.args.trusted_instance);
+  st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
+  st.settings.backend_available = false;
+  st.settings.backend_reason = st.args.backend_reason;
+  st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
+  self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
-    st.args = std::move(a);
-    st.settings.config = st.args.config;
-    if (st.settings.config.admission.required && st.settings.config.admission_error.empty())
-      if (auto err = validate_required_policy(st.settings.config.admission, st.args.testing))
-        st.settings.config.admission_error = err.message;
-    st.settings.trusted_instance = st.args.trusted_instance;
-    st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
-    st.settings.backend_available = false;
-    st.settings.backend_reason = st.args.backend_reason;
-    st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
-    self->set_down_handler([self](const caf::down_msg& dm) {
-      auto& st = self->state;
-      st.children->erase(dm.source);
-      auto i = st.by_addr.find(dm.source);
-      if (i == st.by_addr.end())
-        return;
-      auto ws = i->second;
-      st.by_addr.erase(i);
-      if (auto j = st.supervisors.find(ws); j != st.supervisors.end() && j->second.address() == dm.source)
-        st.supervisors.erase(j);
-      mark_idle(self, ws, false);
-      if (dm.reason && dm.reason != caf::exit_reason::normal)
-        spdlog::error("directory: supervisor of {} stopped: {}", ws, caf::to_string(dm.reason));
-    });
-    // Supervisors never outlive the directory. The functor runs after the state is
-    // gone, so it holds its own reference to the set of children.
-    self->attach_functor([kids = st.children](const caf::error&) {
-      for (auto& [addr, sup] : *kids)
-        caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
-    });
-    submit_probe(self);
-    return {
-      [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
-        return forward_tenant<exec_result>(self, atom, req);
-      },
-      [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
-        return forward_tenant<session_info>(self, atom, req);
-      },
-      [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
-        return forward_tenant<process_info>(self, atom, req);
-      },
-      [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
-        return forward_tenant<process_info>(self, atom, req);
-      },
-      [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
-        return forward_tenant<std::string>(self, atom, req);
-      },
-      [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
-        // An unknown workspace has no fence to hold: stale (401), and nothing is created.
-        if (check_instance(self, req.instance_uuid))
-          return relay_verdict{401, {}};
-        auto ws = key_of(req.instance_uuid, req.workspace_uuid);
-        auto i = self->state.supervisors.find(ws);
-        if (i == self->state.supervisors.end())
-          return relay_verdict{401, {}};
-        return self->delegate(i->second, relay_atom_v, std::move(req));
-      },
-      [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
-        return forward_tenant<std::string>(self, atom, req);
-      },
-      [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
-        return forward_tenant<session_info>(self, atom, req);
-      },
-      [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
-        return forward_tenant<std::string>(self, atom, req);
-      },
-      [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
-        return forward_tenant<std::vector<session_info>>(self, atom, ctx);
-      },
-      [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
-        return forward_tenant<status_info>(self, atom, ctx);
-      },
-      [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
-        const auto& trusted = self->state.settings.trusted_instance;
-        if (!trusted.empty() && snap.instance_uuid != trusted)
-          return to_caf_error({ec::entitlement_unavailable,
-                               "Entitlement scope does not match the Workspace execution context"});
-        auto ws = key_of(snap.instance_uuid, snap.workspace_uuid);
-        return forward<entitlement_receipt>(self, ws, entitle_atom_v, std::move(snap));
-      },
-      [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
-        const auto& trusted = self->state.settings.trusted_instance;
-        if (!trusted.empty() && grant.instance_uuid != trusted)
-          return to_caf_error({ec::permission,
-                               "Sandbox admission grant does not match the trusted instance"});
-        auto ws = key_of(grant.instance_uuid, grant.workspace_uuid);
-        return forward<grant_receipt>(self, ws, grant_atom_v, std::move(grant));
-      },
-      [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
-        const auto& trusted = self->state.settings.trusted_instance;
-        if (!trusted.empty() && rev.instance_uuid != trusted)
-          return to_caf_error({ec::permission,
-                               "Sandbox admission revocation does not match the trusted instance"});
-        auto ws = key_of(rev.instance_uuid, rev.workspace_uuid);
-        return forward<revocation_receipt>(self, ws, revoke_atom_v, std::move(rev));
-      },
-      [self](health_atom) -> caf::result<health_info> {
-        // Before the first probe nothing is known: answer once it is.
-        if (!self->state.settings.probed) {
-          auto rp = self->make_response_promise<health_info>();
-          self->state.health_waiters.push_back(rp);
-          return rp;
-        }
-        return make_health(self);
-      },
-      [self](init_atom, box_config& next) -> bool {
-        auto& st = self->state;
-        const auto& current = st.settings.config;
-        // Admission cannot be switched off at run time (protocol.md §4.9.1): keep the old
-        // policy and fail closed with the reference's error.
-        if (current.admission_mode() && !next.admission.required) {
-          next.admission = current.admission;
-          next.admission.required = true;
-          next.admission_error
-            = "Sandbox admission enforcement cannot be disabled without restarting the Box Runtime";
-        } else if (next.admission.required && next.admission_error.empty()) {
-          if (auto err = validate_required_policy(next.admission, st.args.testing))
-            next.admission_error = err.message;
-        }
-        st.settings.config = std::move(next);
-        broadcast_settings(self);
-        // The readiness verdict is recomputed for the new config at once.
-        submit_probe(self);
-        return true;
-      },
-      [self](slot_atom) -> bool {
-        auto& st = self->state;
-        if (st.slots_in_use >= st.settings.config.limits.max_sessions)
-          return false;
-        ++st.slots_in_use;
-        return true;
-      },
-      [self](release_atom) {
-        if (self->state.slots_in_use > 0)
-          --self->state.slots_in_use;
-      },
-      [self](idle_atom, std::string& ws, bool idle) {
-        if (self->state.supervisors.count(ws))
-          mark_idle(self, ws, idle);
-      },
-      [self](probe_atom) {
-        self->state.probe_timer = false;
-        submit_probe(self);
-      },
-      [self](probed_atom, readiness_report& report, std::string& mount_error) {
-        auto& st = self->state;
-        st.probing = false;
-        auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage,
-                                   st.args.testing);
-        bool first = !st.settings.probed;
-        auto before = st.settings;
-        st.settings.backend_report = report;
-        st.settings.backend_available = report.available;
-        st.settings.ready = r.ready;
-        st.settings.admission_mode = r.admission_mode;
-        st.settings.checks = r.checks;
-        st.settings.readiness_error = r.error;
-        st.settings.probed = true;
-        if (first)
-          spdlog::info("directory: backend {} {}; readiness {}", st.settings.backend_name,
-                       report.available ? "available" : "unavailable", r.ready ? "ready" : "not ready");
-        if (first || !(before.backend_report == report) || before.ready != r.ready
-            || before.checks != r.checks)
-          broadcast_settings(self);
-        if (first) {
-          for (auto& rp : st.health_waiters)
-            rp.deliver(make_health(self));
-          st.health_waiters.clear();
-          auto parked_requests = std::move(st.before_probe);
-          st.before_probe.clear();
-          for (auto& [ws, p] : parked_requests)
-            route(self, ws, std::move(p));
-        }
-        schedule_probe(self);
-      },
-      [self](shutdown_atom) -> caf::result<int64_t> {
-        auto& st = self->state;
-        if (st.supervisors.empty())
-          return int64_t{0};
-        auto rp = self->make_response_promise<int64_t>();
-        auto remaining = std::make_shared<size_t>(st.supervisors.size());
-        auto total = std::make_shared<int64_t>(0);
-        for (auto& [ws, sup] : st.supervisors)
-          self->request(sup, stop_timeout, shutdown_atom_v)
-            .then(
-              [rp, remaining, total](int64_t n) mutable {
-                *total += n;
-                if (--*remaining == 0)
-                  rp.deliver(*total);
-              },
-              [rp, remaining, total](caf::error&) mutable {
-                if (--*remaining == 0)
-                  rp.deliver(*total);
-              });
+    st.children->erase(dm.source);
+    auto i = st.by_addr.find(dm.source);
+    if (i == st.by_addr.end())
+      return;
+    auto ws = i->second;
+    st.by_addr.erase(i);
+    if (auto j = st.supervisors.find(ws); j != st.supervisors.end() && j->second.address() == dm.source)
+      st.supervisors.erase(j);
+    mark_idle(self, ws, false);
+    if (dm.reason && dm.reason != caf::exit_reason::normal)
+      spdlog::error("directory: supervisor of {} stopped: {}", ws, caf::to_string(dm.reason));
+  });
+  // Supervisors never outlive the directory. The functor runs after the state is
+  // gone, so it holds its own reference to the set of children.
+  self->attach_functor([kids = st.children](const caf::error&) {
+    for (auto& [addr, sup] : *kids)
+      caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+  });
+  submit_probe(self);
+  return {
+    [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
+      return forward_tenant<exec_result>(self, atom, req);
+    },
+    [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
+      return forward_tenant<session_info>(self, atom, req);
+    },
+    [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
+      return forward_tenant<process_info>(self, atom, req);
+    },
+    [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
+      return forward_tenant<process_info>(self, atom, req);
+    },
+    [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
+      return forward_tenant<std::string>(self, atom, req);
+    },
+    [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
+      // An unknown workspace has no fence to hold: stale (401), and nothing is created.
+      if (check_instance(self, req.instance_uuid))
+        return relay_verdict{401, {}};
+      auto ws = key_of(req.instance_uuid, req.workspace_uuid);
+      auto i = self->state.supervisors.find(ws);
+      if (i == self->state.supervisors.end())
+        return relay_verdict{401, {}};
+      return self->delegate(i->second, relay_atom_v, std::move(req));
+    },
+    [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
+      return forward_tenant<std::string>(self, atom, req);
+    },
+    [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
+      return forward_tenant<session_info>(self, atom, req);
+    },
+    [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
+      return forward_tenant<std::string>(self, atom, req);
+    },
+    [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
+      return forward_tenant<std::vector<session_info>>(self, atom, ctx);
+    },
+    [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
+      return forward_tenant<status_info>(self, atom, ctx);
+    },
+    [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
+      if (!self->state.args.trusted->admits(snap.instance_uuid))
+        return to_caf_error({ec::entitlement_unavailable,
+                             "Entitlement scope does not match the Workspace execution context"});
+      auto ws = key_of(snap.instance_uuid, snap.workspace_uuid);
+      return forward<entitlement_receipt>(self, ws, entitle_atom_v, std::move(snap));
+    },
+    [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
+      if (!self->state.args.trusted->admits(grant.instance_uuid))
+        return to_caf_error({ec::permission,
+                             "Sandbox admission grant does not match the trusted instance"});
+      auto ws = key_of(grant.instance_uuid, grant.workspace_uuid);
+      return forward<grant_receipt>(self, ws, grant_atom_v, std::move(grant));
+    },
+    [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
+      if (!self->state.args.trusted->admits(rev.instance_uuid))
+        return to_caf_error({ec::permission,
+                             "Sandbox admission revocation does not match the trusted instance"});
+      auto ws = key_of(rev.instance_uuid, rev.workspace_uuid);
+      return forward<revocation_receipt>(self, ws, revoke_atom_v, std::move(rev));
+    },
+    [self](health_atom) -> caf::result<health_info> {
+      // Before the first probe nothing is known: answer once it is.
+      if (!self->state.settings.probed) {
+        auto rp = self->make_response_promise<health_info>();
+        self->state.health_waiters.push_back(rp);
         return rp;
-      },
-    };
-  }, std::move(args));
+      }
+      return make_health(self);
+    },
+    [self](init_atom, box_config& next) -> bool {
+      auto& st = self->state;
+      const auto& current = st.settings.config;
+      // Admission cannot be switched off at run time (protocol.md §4.9.1): keep the old
+      // policy and fail closed with the reference's error.
+      if (current.admission_mode() && !next.admission.required) {
+        next.admission = current.admission;
+        next.admission.required = true;
+        next.admission_error
+          = "Sandbox admission enforcement cannot be disabled without restarting the Box Runtime";
+      } else if (next.admission.required && next.admission_error.empty()) {
+        if (auto err = validate_required_policy(next.admission, st.args.testing))
+          next.admission_error = err.message;
+      }
+      st.settings.config = std::move(next);
+      broadcast_settings(self);
+      // The readiness verdict is recomputed for the new config at once.
+      submit_probe(self);
+      return true;
+    },
+    [self](slot_atom) -> bool {
+      auto& st = self->state;
+      if (st.slots_in_use >= st.settings.config.limits.max_sessions)
+        return false;
+      ++st.slots_in_use;
+      return true;
+    },
+    [self](release_atom) {
+      if (self->state.slots_in_use > 0)
+        --self->state.slots_in_use;
+    },
+    [self](idle_atom, std::string& ws, bool idle) {
+      if (self->state.supervisors.count(ws))
+        mark_idle(self, ws, idle);
+    },
+    [self](probe_atom) {
+      self->state.probe_timer = false;
+      submit_probe(self);
+    },
+    [self](probed_atom, readiness_report& report, std::string& mount_error) {
+      auto& st = self->state;
+      st.probing = false;
+      auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage,
+                                 st.args.testing);
+      bool first = !st.settings.probed;
+      auto before = st.settings;
+      st.settings.backend_report = report;
+      st.settings.backend_available = report.available;
+      st.settings.ready = r.ready;
+      st.settings.admission_mode = r.admission_mode;
+      st.settings.checks = r.checks;
+      st.settings.readiness_error = r.error;
+      st.settings.probed = true;
+      if (first)
+        spdlog::info("directory: backend {} {}; readiness {}", st.settings.backend_name,
+                     report.available ? "available" : "unavailable", r.ready ? "ready" : "not ready");
+      if (first || !(before.backend_report == report) || before.ready != r.ready
+          || before.checks != r.checks)
+        broadcast_settings(self);
+      if (first) {
+        for (auto& rp : st.health_waiters)
+          rp.deliver(make_health(self));
+        st.health_waiters.clear();
+        auto parked_requests = std::move(st.before_probe);
+        st.before_probe.clear();
+        for (auto& [ws, p] : parked_requests)
+          route(self, ws, std::move(p));
+      }
+      schedule_probe(self);
+    },
+    [self](shutdown_atom) -> caf::result<int64_t> {
+      auto& st = self->state;
+      if (st.supervisors.empty())
+        return int64_t{0};
+      auto rp = self->make_response_promise<int64_t>();
+      auto remaining = std::make_shared<size_t>(st.supervisors.size());
+      auto total = std::make_shared<int64_t>(0);
+      for (auto& [ws, sup] : st.supervisors)
+        self->request(sup, stop_timeout, shutdown_atom_v)
+          .then(
+            [rp, remaining, total](int64_t n) mutable {
+              *total += n;
+              if (--*remaining == 0)
+                rp.deliver(*total);
+            },
+            [rp, remaining, total](caf::error&) mutable {
+              if (--*remaining == 0)
+                rp.deliver(*total);
+            });
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+directory_actor spawn_directory(caf::actor_system& sys, directory_args args) {
+  return sys.spawn(directory_behavior, std::move(args));
 }
 
 } // namespace boxrt

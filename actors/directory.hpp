@@ -7,6 +7,8 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "actors/settings_snapshot.hpp"
+#include "actors/trusted_instance.hpp"
 #include "actors/process_registry.hpp"
 #include "backends/state/admission_store.hpp"
 #include "backends/backend.hpp"
@@ -20,7 +22,11 @@ namespace boxrt {
 
 struct directory_args {
   box_config config;
+  /// The trusted instance as configured; ignored when `trusted` is given.
   std::string trusted_instance;
+  /// The trusted instance shared with the network side, which pins it at the first RPC
+  /// handshake (null: the directory keeps one, pre-set from `trusted_instance`).
+  std::shared_ptr<boxrt::trusted_instance> trusted;
   backend_ptr backend;          // null when no backend is usable
   std::string backend_name;     // selected or requested backend name
   std::string backend_reason;   // why no backend is usable
@@ -33,6 +39,8 @@ struct directory_args {
   bool testing = false;
   /// Durable admission state (contract §4.11); null keeps it in memory only.
   std::shared_ptr<admission_store> store;
+  /// Where the directory publishes its settings after each change (null: nowhere).
+  std::shared_ptr<settings_snapshot> snapshot;
 };
 
 directory_actor spawn_directory(caf::actor_system& sys, directory_args args);

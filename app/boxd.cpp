@@ -194,13 +194,16 @@ int main(int argc, char** argv) {
   directory_args dargs;
   dargs.store = state.store;
   dargs.config = cfg.box;
-  dargs.trusted_instance = cfg.server.trusted_instance;
+  auto trusted = std::make_shared<trusted_instance>(cfg.server.trusted_instance);
+  dargs.trusted = trusted;
   dargs.backend = choice.backend;
   dargs.backend_name = choice.name;
   dargs.backend_reason = choice.reason;
   dargs.pool = pool;
   dargs.processes = processes;
   dargs.unsafe_soft_storage = cfg.unsafe_soft_storage;
+  auto snapshot = std::make_shared<settings_snapshot>();
+  dargs.snapshot = snapshot;
   dargs.testing = cfg.server.testing;
   auto directory = spawn_directory(sys, std::move(dargs));
 
@@ -209,7 +212,7 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   {
-    net::server server{sys, directory, pool, cfg.server, processes};
+    net::server server{sys, directory, pool, cfg.server, processes, snapshot, trusted};
     uint16_t port = 0;
     try {
       port = server.start();

@@ -99,7 +99,6 @@ struct exec_outcome {
 /// Instance-level settings pushed from the directory to every workspace supervisor.
 struct instance_settings {
   box_config config;
-  std::string trusted_instance;
   std::string backend_name;
   bool backend_available = false;
   /// Why no backend is usable ("" when one is).

@@ -212,7 +212,7 @@ typename Inspector::result_type inspect(Inspector& f, exec_outcome& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, instance_settings& x) {
-  return f(caf::meta::type_name("instance_settings"), x.config, x.trusted_instance,
+  return f(caf::meta::type_name("instance_settings"), x.config,
            x.backend_name, x.backend_available, x.backend_reason, x.backend_report, x.ready,
            x.admission_mode, x.checks, x.readiness_error, x.probed, x.unsafe_soft_storage);
 }

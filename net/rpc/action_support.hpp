@@ -124,9 +124,13 @@ void ask(connection_env& env, done_fn done, Render render, Ts&&... xs) {
       [done](caf::error& err) { done(failure(from_caf_error(err))); });
 }
 
-/// Fetches the instance settings (config, readiness), then runs `next` with them.
+/// Runs `next` with the instance settings (config, readiness): the directory's published
+/// snapshot, or, before its first probe (or without one), the directory's answer.
 template <class Next>
 void with_settings(connection_env& env, done_fn done, Next next) {
+  if (env.shared && env.shared->settings)
+    if (auto s = env.shared->settings->get())
+      return next(*s);
   env.self->request(env.directory, caf::infinite, health_atom_v)
     .then([next](health_info& h) { next(h.settings); },
           [done](caf::error& err) { done(failure(from_caf_error(err))); });

@@ -13,6 +13,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/settings_snapshot.hpp"
 #include "messages/base/worker_pool.hpp"
 #include "messages/error.hpp"
 
@@ -33,6 +34,8 @@ struct shared_state {
   /// The pinned instance; set once by the first RPC handshake (or pre-set).
   std::function<std::string()> trusted_instance;
   std::string transfer_root;
+  /// The directory's published settings (null: ask the directory each time).
+  std::shared_ptr<const settings_snapshot> settings;
 };
 
 /// The `__file_chunk` uploads of one connection: its distinct active keys and the

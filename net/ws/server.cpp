@@ -182,9 +182,13 @@ struct server::impl : server_core {
 
 server::server(caf::actor_system& sys, directory_actor directory,
                std::shared_ptr<worker_pool> pool, server_options opts,
-               std::shared_ptr<process_registry> processes)
+               std::shared_ptr<process_registry> processes,
+               std::shared_ptr<const settings_snapshot> settings,
+               std::shared_ptr<trusted_instance> trusted)
   : impl_(std::make_unique<impl>(sys, std::move(directory), std::move(pool), std::move(opts),
-                                 std::move(processes))) {}
+                                 std::move(processes), std::move(trusted))) {
+  impl_->shared->settings = std::move(settings);
+}
 
 server::~server() {
   stop();

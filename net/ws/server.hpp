@@ -9,6 +9,8 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "actors/settings_snapshot.hpp"
+#include "actors/trusted_instance.hpp"
 #include "messages/base/worker_pool.hpp"
 #include "net/ws/server_options.hpp"
 
@@ -44,8 +46,14 @@ class server {
  public:
   /// `processes` is where the stdio relay finds managed processes (the registry the
   /// directory's sessions fill); null serves no relay.
+  /// `trusted`: the trusted instance shared with the directory (null: the server keeps
+  /// one of its own, pre-set from opts.trusted_instance).
+  /// `settings`: the directory's published snapshot, which connections read instead of
+  /// asking the directory for its settings (null: they ask).
   server(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
-         server_options opts, std::shared_ptr<process_registry> processes = nullptr);
+         server_options opts, std::shared_ptr<process_registry> processes = nullptr,
+         std::shared_ptr<const settings_snapshot> settings = nullptr,
+         std::shared_ptr<trusted_instance> trusted = nullptr);
   ~server();
 
   server(const server&) = delete;

@@ -35,6 +35,7 @@
 #include "messages/base/json.hpp"
 #include "net/rpc/connection.hpp"
 #include "net/ws/handshake.hpp"
+#include "actors/trusted_instance.hpp"
 #include "net/ws/server.hpp"
 
 namespace boxrt::net {
@@ -108,33 +109,6 @@ struct io_gate {
   bool open = true;
 };
 
-/// The process-wide trusted-instance slot (protocol.md §1.3 step 3).
-struct pin_slot {
-  mutable std::mutex mtx;
-  std::string value;
-
-  std::string get() const {
-    std::lock_guard guard{mtx};
-    return value;
-  }
-
-  /// True when nothing is pinned yet or `id` is the pinned instance.
-  bool admits(std::string_view id) const {
-    std::lock_guard guard{mtx};
-    return value.empty() || constant_time_equal(value, id);
-  }
-
-  /// Pins `id` when the slot is empty; true when `id` is (now) the pinned instance.
-  bool pin(std::string_view id) {
-    std::lock_guard guard{mtx};
-    if (value.empty()) {
-      value = std::string{id};
-      return true;
-    }
-    return constant_time_equal(value, id);
-  }
-};
-
 /// One socket of the server: an HTTP connection before its upgrade, an RPC socket or a
 /// relay. The server keeps each in its registry until it ends.
 class session_base : public std::enable_shared_from_this<session_base> {
@@ -154,12 +128,13 @@ class session_base : public std::enable_shared_from_this<session_base> {
 /// Everything the sessions share: server::impl is private to the class, this is not.
 struct server_core {
   server_core(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
-              server_options opts, std::shared_ptr<process_registry> processes)
+              server_options opts, std::shared_ptr<process_registry> processes,
+              std::shared_ptr<trusted_instance> trusted)
     : sys(sys), directory(std::move(directory)), pool(std::move(pool)), opts(std::move(opts)),
-      processes(std::move(processes)) {
+      processes(std::move(processes)),
+      pins(trusted ? std::move(trusted) : std::make_shared<trusted_instance>(this->opts.trusted_instance)) {
     if (this->opts.io_threads == 0)
       this->opts.io_threads = 1;
-    pins->value = this->opts.trusted_instance;
     shared->trusted_instance = [pins = pins] { return pins->get(); };
     shared->transfer_root = this->opts.transfer_dir;
     std::random_device rd;
@@ -223,7 +198,8 @@ struct server_core {
   std::shared_ptr<worker_pool> pool;
   server_options opts;
   std::shared_ptr<process_registry> processes;
-  std::shared_ptr<pin_slot> pins = std::make_shared<pin_slot>();
+  /// The trusted instance, shared with the directory (one object per boxd).
+  std::shared_ptr<trusted_instance> pins;
   std::shared_ptr<shared_state> shared = std::make_shared<shared_state>();
   std::shared_ptr<io_gate> gate = std::make_shared<io_gate>();
   std::string transfer_prefix;

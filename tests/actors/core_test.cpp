@@ -603,3 +603,24 @@ BOOST_AUTO_TEST_CASE(readiness_failure_refuses_admitted_execs) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(settings_snapshot_suite)
+
+BOOST_AUTO_TEST_CASE(the_directory_publishes_its_settings_after_the_first_probe_and_each_init) {
+  core_fixture f;
+  // A health answer comes only after the first probe, which published the settings.
+  auto h = f.call<health_info>(health_atom_v);
+  BOOST_REQUIRE(h.ok());
+  auto s = f.snapshot->get();
+  BOOST_REQUIRE(s != nullptr);
+  BOOST_TEST(s->probed);
+  BOOST_TEST((s->config == h->settings.config));
+  BOOST_TEST(s->backend_name == "scripted");
+  // box_init changes the config: the snapshot has it before the init is answered.
+  auto next = f.config;
+  next.limits.max_rpc_file_bytes = 4096;
+  BOOST_REQUIRE(f.call<bool>(init_atom_v, next).ok());
+  BOOST_CHECK_EQUAL(f.snapshot->get()->config.limits.max_rpc_file_bytes, 4096);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -93,6 +93,7 @@ struct core_fixture {
   std::shared_ptr<scripted_backend> backend;
   std::shared_ptr<worker_pool> pool = std::make_shared<worker_pool>();
   std::shared_ptr<process_registry> processes = std::make_shared<process_registry>();
+  std::shared_ptr<settings_snapshot> snapshot = std::make_shared<settings_snapshot>();
   std::filesystem::path root;
   box_config config;
   std::optional<directory_actor> dir_handle;
@@ -126,6 +127,7 @@ struct core_fixture {
     a.backend_name = a.backend ? a.backend->name() : a.backend_name;
     a.pool = pool;
     a.processes = processes;
+    a.snapshot = snapshot;
     dir_handle = spawn_directory(sys, std::move(a));
   }
 
