@@ -231,6 +231,9 @@ result<named_session> find_session(self_ptr self, const session_request& req) {
 }
 
 result<session_actor> find_process_session(self_ptr self, const process_request& req) {
+  // Before any other check, as the reference refuses them.
+  if (admission_mode(self))
+    return box_error{ec::admission, "Managed processes are disabled for Cloud sandboxes"};
   session_request s{req.ctx, req.session_id, req.decode_error};
   auto found = find_session(self, s);
   if (!found)

@@ -187,25 +187,21 @@ void do_managed_process(connection_env& env, const element& data, const action_c
     else if (!req.decode_error)
       req.decode_error = {ec::validation, "process_id must be a string"};
   }
-  with_settings(env, done, [&env, done, action, req = std::move(req)](const instance_settings& s) {
-    if (s.config.admission_mode())
-      return done(failure({ec::admission, "Managed processes are disabled for Cloud sandboxes"}));
-    if (action == "box_start_managed_process")
-      ask<process_info>(env, done, encoded<process_info>(), pstart_atom_v, req);
-    else if (action == "box_get_managed_process")
-      ask<process_info>(env, done, encoded<process_info>(), pget_atom_v, req);
-    else
-      ask<std::string>(
-        env, done,
-        [](const std::string& pid) {
-          json::writer w;
-          w.begin_object();
-          w.key("stopped").value(pid);
-          w.end_object();
-          return w.take();
-        },
-        pstop_atom_v, req);
-  });
+  // The supervisor refuses them in admission mode (before any other of its checks).
+  if (action == "box_start_managed_process")
+    return ask<process_info>(env, done, encoded<process_info>(), pstart_atom_v, std::move(req));
+  if (action == "box_get_managed_process")
+    return ask<process_info>(env, done, encoded<process_info>(), pget_atom_v, std::move(req));
+  ask<std::string>(
+    env, done,
+    [](const std::string& pid) {
+      json::writer w;
+      w.begin_object();
+      w.key("stopped").value(pid);
+      w.end_object();
+      return w.take();
+    },
+    pstop_atom_v, std::move(req));
 }
 
 constexpr char start_process[] = "box_start_managed_process";

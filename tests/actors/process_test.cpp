@@ -174,6 +174,10 @@ BOOST_AUTO_TEST_CASE(deleting_the_session_ends_its_processes) {
   core_fixture f;
   BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
   BOOST_REQUIRE(f.call<process_info>(pstart_atom_v, start_req("s1", "default", "cat")).ok());
+  // The child shows as `cat` once it has exec'd (a bounded wait under load).
+  auto started = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (live_cat_children() == 0 && std::chrono::steady_clock::now() < started)
+    std::this_thread::yield();
   BOOST_REQUIRE_GE(live_cat_children(), 1u);
   session_request del;
   del.ctx = ctx("workspace-a");
@@ -188,6 +192,19 @@ BOOST_AUTO_TEST_CASE(deleting_the_session_ends_its_processes) {
   BOOST_CHECK_EQUAL(live_cat_children(), 0u);
   require_error(f.call<process_info>(pget_atom_v, preq("s1")), ec::session_not_found,
                 "session s1 not found");
+}
+
+BOOST_AUTO_TEST_CASE(admission_mode_refuses_managed_processes_before_anything_starts) {
+  core_fixture::options o;
+  o.admission = true;
+  core_fixture f{o};
+  const std::string refused = "Managed processes are disabled for Cloud sandboxes";
+  require_error(f.call<process_info>(pstart_atom_v, start_req("global", "p", "cat")), ec::admission,
+                refused);
+  require_error(f.call<process_info>(pget_atom_v, preq("global", "p")), ec::admission, refused);
+  require_error(f.call<std::string>(pstop_atom_v, preq("global", "p")), ec::admission, refused);
+  BOOST_CHECK_EQUAL(f.backend->start_count(), 0u);
+  BOOST_CHECK_EQUAL(f.processes->running(), 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
