@@ -352,250 +352,258 @@ void begin_stop(self_ptr self, box_error reason) {
 
 } // namespace
 
-session_actor spawn_session(caf::local_actor* parent, session_args args) {
-  return parent->spawn([](self_ptr self, session_args a) -> session_actor::behavior_type {
-    auto& st = self->state;
-    st.args = std::move(a);
-    st.info = session_info_from_spec(st.args.spec);
-    st.info.session_id = st.args.logical_id;
-    st.info.backend_name = st.args.backend->name();
-    st.info.created_at = wall_now_us();
-    st.info.last_used_at = st.info.created_at;
-    submit_start(self);
-    return {
-      [self](exec_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
-        auto& st = self->state;
-        // Read before make_response_promise, which takes the sender into the promise.
-        auto requester = self->current_sender();
-        auto rp = self->make_response_promise<exec_result>();
-        ++st.commands_seen;
-        if (st.current == session_state::phase::stopping) {
+namespace {
+
+/// One physical session: its command stream, one command at a time, and its managed
+/// processes.
+session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
+  auto& st = self->state;
+  st.args = std::move(a);
+  st.info = session_info_from_spec(st.args.spec);
+  st.info.session_id = st.args.logical_id;
+  st.info.backend_name = st.args.backend->name();
+  st.info.created_at = wall_now_us();
+  st.info.last_used_at = st.info.created_at;
+  submit_start(self);
+  return {
+    [self](exec_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
+      auto& st = self->state;
+      // Read before make_response_promise, which takes the sender into the promise.
+      auto requester = self->current_sender();
+      auto rp = self->make_response_promise<exec_result>();
+      ++st.commands_seen;
+      if (st.current == session_state::phase::stopping) {
+        rp.deliver(to_caf_error(st.stop_reason));
+        return rp;
+      }
+      st.queue.push_back({std::move(spec), rp, std::move(requester)});
+      run_next(self);
+      return rp;
+    },
+    [self](create_atom) -> caf::typed_response_promise<session_info> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<session_info>();
+      ++st.commands_seen;
+      switch (st.current) {
+        case session_state::phase::stopping:
           rp.deliver(to_caf_error(st.stop_reason));
-          return rp;
-        }
-        st.queue.push_back({std::move(spec), rp, std::move(requester)});
-        run_next(self);
-        return rp;
-      },
-      [self](create_atom) -> caf::typed_response_promise<session_info> {
-        auto& st = self->state;
-        auto rp = self->make_response_promise<session_info>();
-        ++st.commands_seen;
-        switch (st.current) {
-          case session_state::phase::stopping:
-            rp.deliver(to_caf_error(st.stop_reason));
-            break;
-          case session_state::phase::starting:
-            st.create_waiters.push_back(rp);
-            break;
-          default:
-            st.last_used = clock_type::now();
-            st.info.last_used_at = wall_now_us();
-            rp.deliver(st.info);
-        }
-        return rp;
-      },
-      [self](caf::get_atom) -> session_info {
-        auto& st = self->state;
-        auto info = st.info;
-        for (auto& [pid, r] : st.processes)
-          info.managed_processes.push_back(info_of(st, r));
-        return info;
-      },
-      [self](stop_atom, box_error& reason) -> caf::typed_response_promise<bool> {
-        auto rp = self->make_response_promise<bool>();
-        self->state.stop_waiters.push_back(rp);
-        begin_stop(self, std::move(reason));
-        return rp;
-      },
-      [self](started_atom, start_outcome& out) {
-        auto& st = self->state;
-        if (st.current == session_state::phase::stopping) {
-          submit_stop(self);
-          return;
-        }
-        if (out.error) {
-          spdlog::warn("session {}: backend start failed: {}", st.args.physical_id,
-                       out.error.message);
-          // The error goes to every waiting caller; the supervisor forgets us.
+          break;
+        case session_state::phase::starting:
+          st.create_waiters.push_back(rp);
+          break;
+        default:
+          st.last_used = clock_type::now();
+          st.info.last_used_at = wall_now_us();
+          rp.deliver(st.info);
+      }
+      return rp;
+    },
+    [self](caf::get_atom) -> session_info {
+      auto& st = self->state;
+      auto info = st.info;
+      for (auto& [pid, r] : st.processes)
+        info.managed_processes.push_back(info_of(st, r));
+      return info;
+    },
+    [self](stop_atom, box_error& reason) -> caf::typed_response_promise<bool> {
+      auto rp = self->make_response_promise<bool>();
+      self->state.stop_waiters.push_back(rp);
+      begin_stop(self, std::move(reason));
+      return rp;
+    },
+    [self](started_atom, start_outcome& out) {
+      auto& st = self->state;
+      if (st.current == session_state::phase::stopping) {
+        submit_stop(self);
+        return;
+      }
+      if (out.error) {
+        spdlog::warn("session {}: backend start failed: {}", st.args.physical_id,
+                     out.error.message);
+        // The error goes to every waiting caller; the supervisor forgets us.
+        self->send(st.args.supervisor, closing_atom_v,
+                   st.args.physical_id);
+        st.current = session_state::phase::stopping;
+        st.stop_reason = out.error;
+        fail_pending(self, out.error);
+        submit_stop(self);
+        return;
+      }
+      st.info.backend_session_id = out.backend_session_id;
+      st.current = session_state::phase::ready;
+      st.last_used = clock_type::now();
+      for (auto& w : st.create_waiters)
+        w.deliver(st.info);
+      st.create_waiters.clear();
+      for (auto& [spec, rp] : std::exchange(st.early_starts, {}))
+        start_process(self, std::move(spec), rp);
+      schedule_reap(self);
+      run_next(self);
+    },
+    [self](done_atom, uint64_t token, exec_outcome& out) {
+      auto& st = self->state;
+      if (token != st.running_token)
+        return;
+      st.running_token = 0;
+      st.last_used = clock_type::now();
+      st.info.last_used_at = wall_now_us();
+      if (st.current == session_state::phase::stopping) {
+        submit_stop(self);
+        return;
+      }
+      if (out.error) {
+        st.running_rp->deliver(to_caf_error(out.error));
+        st.running_rp.reset();
+      } else {
+        out.result.session_id = st.args.logical_id;
+        if (out.result.status == exec_status::timed_out) {
+          // As the reference does: a timed-out command ends its session, and the
+          // result is returned once the sandbox is gone.
+          st.timed_out_result = std::move(out.result);
           self->send(st.args.supervisor, closing_atom_v,
                      st.args.physical_id);
-          st.current = session_state::phase::stopping;
-          st.stop_reason = out.error;
-          fail_pending(self, out.error);
+          begin_stop(self, deleting_error(st));
           submit_stop(self);
           return;
         }
-        st.info.backend_session_id = out.backend_session_id;
-        st.current = session_state::phase::ready;
-        st.last_used = clock_type::now();
-        for (auto& w : st.create_waiters)
-          w.deliver(st.info);
-        st.create_waiters.clear();
-        for (auto& [spec, rp] : std::exchange(st.early_starts, {}))
-          start_process(self, std::move(spec), rp);
-        schedule_reap(self);
-        run_next(self);
-      },
-      [self](done_atom, uint64_t token, exec_outcome& out) {
+        st.running_rp->deliver(std::move(out.result));
+        st.running_rp.reset();
+      }
+      st.current = session_state::phase::ready;
+      run_next(self);
+    },
+    [self](stopped_atom) {
+      auto& st = self->state;
+      st.box->handle.reset();
+      if (st.timed_out_result && st.running_rp) {
+        st.running_rp->deliver(std::move(*st.timed_out_result));
+        st.running_rp.reset();
+      }
+      for (auto& w : st.stop_waiters)
+        w.deliver(true);
+      st.stop_waiters.clear();
+      self->quit();
+    },
+    [self](pstart_atom, process_spec& spec) -> caf::typed_response_promise<process_info> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<process_info>();
+      st.last_used = clock_type::now();
+      if (st.current == session_state::phase::stopping)
+        rp.deliver(to_caf_error(deleting_error(st)));
+      else if (st.current == session_state::phase::starting)
+        st.early_starts.emplace_back(std::move(spec), rp);
+      else
+        start_process(self, std::move(spec), rp);
+      return rp;
+    },
+    [self](pget_atom, std::string& pid) -> caf::result<process_info> {
+      auto& st = self->state;
+      if (st.args.processes)
+        reap_completed(st);
+      auto i = st.processes.find(pid);
+      if (i == st.processes.end())
+        return to_caf_error(process_missing(st, pid));
+      return info_of(st, i->second);
+    },
+    [self](pstop_atom, std::string& pid) -> caf::typed_response_promise<std::string> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<std::string>();
+      auto i = st.processes.find(pid);
+      if (i == st.processes.end()) {
+        rp.deliver(to_caf_error(process_missing(st, pid)));
+        return rp;
+      }
+      // The record goes at once (a later get is not-found); termination runs on the pool.
+      auto entry = i->second.entry;
+      st.processes.erase(i);
+      st.args.processes->remove(st.args.physical_id, pid);
+      st.last_used = clock_type::now();
+      auto token = st.next_token++;
+      st.process_jobs[token] = {pid, false, {}, nullptr, {}, rp};
+      pool_job(
+        *st.args.pool, caf::actor_cast<session_actor>(self),
+        [entry] {
+          entry->process->terminate();
+          return process_outcome{};
+        },
+        pdone_atom_v, token);
+      return rp;
+    },
+    [self](pdone_atom, uint64_t token, process_outcome& out) {
+      auto& st = self->state;
+      auto i = st.process_jobs.find(token);
+      if (i == st.process_jobs.end())
+        return;
+      auto job = std::move(i->second);
+      st.process_jobs.erase(i);
+      if (!job.start) {
+        job.stop_rp.deliver(job.process_id);
+        return;
+      }
+      st.args.processes->end_start();
+      // A start of the same id that waited for this one goes next.
+      auto run_deferred = [self, pid = job.process_id] {
         auto& st = self->state;
-        if (token != st.running_token)
-          return;
-        st.running_token = 0;
-        st.last_used = clock_type::now();
-        st.info.last_used_at = wall_now_us();
-        if (st.current == session_state::phase::stopping) {
-          submit_stop(self);
-          return;
-        }
-        if (out.error) {
-          st.running_rp->deliver(to_caf_error(out.error));
-          st.running_rp.reset();
-        } else {
-          out.result.session_id = st.args.logical_id;
-          if (out.result.status == exec_status::timed_out) {
-            // As the reference does: a timed-out command ends its session, and the
-            // result is returned once the sandbox is gone.
-            st.timed_out_result = std::move(out.result);
-            self->send(st.args.supervisor, closing_atom_v,
-                       st.args.physical_id);
-            begin_stop(self, deleting_error(st));
-            submit_stop(self);
+        for (auto it = st.deferred_starts.begin(); it != st.deferred_starts.end(); ++it)
+          if (it->first.process_id == pid) {
+            auto next = std::move(*it);
+            st.deferred_starts.erase(it);
+            if (st.current == session_state::phase::stopping)
+              next.second.deliver(to_caf_error(deleting_error(st)));
+            else
+              start_process(self, std::move(next.first), next.second);
             return;
           }
-          st.running_rp->deliver(std::move(out.result));
-          st.running_rp.reset();
-        }
-        st.current = session_state::phase::ready;
-        run_next(self);
-      },
-      [self](stopped_atom) {
-        auto& st = self->state;
-        st.box->handle.reset();
-        if (st.timed_out_result && st.running_rp) {
-          st.running_rp->deliver(std::move(*st.timed_out_result));
-          st.running_rp.reset();
-        }
-        for (auto& w : st.stop_waiters)
-          w.deliver(true);
-        st.stop_waiters.clear();
-        self->quit();
-      },
-      [self](pstart_atom, process_spec& spec) -> caf::typed_response_promise<process_info> {
-        auto& st = self->state;
-        auto rp = self->make_response_promise<process_info>();
-        st.last_used = clock_type::now();
-        if (st.current == session_state::phase::stopping)
-          rp.deliver(to_caf_error(deleting_error(st)));
-        else if (st.current == session_state::phase::starting)
-          st.early_starts.emplace_back(std::move(spec), rp);
-        else
-          start_process(self, std::move(spec), rp);
-        return rp;
-      },
-      [self](pget_atom, std::string& pid) -> caf::result<process_info> {
-        auto& st = self->state;
-        if (st.args.processes)
-          reap_completed(st);
-        auto i = st.processes.find(pid);
-        if (i == st.processes.end())
-          return to_caf_error(process_missing(st, pid));
-        return info_of(st, i->second);
-      },
-      [self](pstop_atom, std::string& pid) -> caf::typed_response_promise<std::string> {
-        auto& st = self->state;
-        auto rp = self->make_response_promise<std::string>();
-        auto i = st.processes.find(pid);
-        if (i == st.processes.end()) {
-          rp.deliver(to_caf_error(process_missing(st, pid)));
-          return rp;
-        }
-        // The record goes at once (a later get is not-found); termination runs on the pool.
-        auto entry = i->second.entry;
-        st.processes.erase(i);
-        st.args.processes->remove(st.args.physical_id, pid);
-        st.last_used = clock_type::now();
-        auto token = st.next_token++;
-        st.process_jobs[token] = {pid, false, {}, nullptr, {}, rp};
-        pool_job(
-          *st.args.pool, caf::actor_cast<session_actor>(self),
-          [entry] {
-            entry->process->terminate();
-            return process_outcome{};
-          },
-          pdone_atom_v, token);
-        return rp;
-      },
-      [self](pdone_atom, uint64_t token, process_outcome& out) {
-        auto& st = self->state;
-        auto i = st.process_jobs.find(token);
-        if (i == st.process_jobs.end())
-          return;
-        auto job = std::move(i->second);
-        st.process_jobs.erase(i);
-        if (!job.start) {
-          job.stop_rp.deliver(job.process_id);
-          return;
-        }
-        st.args.processes->end_start();
-        // A start of the same id that waited for this one goes next.
-        auto run_deferred = [self, pid = job.process_id] {
-          auto& st = self->state;
-          for (auto it = st.deferred_starts.begin(); it != st.deferred_starts.end(); ++it)
-            if (it->first.process_id == pid) {
-              auto next = std::move(*it);
-              st.deferred_starts.erase(it);
-              if (st.current == session_state::phase::stopping)
-                next.second.deliver(to_caf_error(deleting_error(st)));
-              else
-                start_process(self, std::move(next.first), next.second);
-              return;
-            }
-        };
-        struct on_exit {
-          std::function<void()> f;
-          ~on_exit() { f(); }
-        } deferred{run_deferred};
-        if (out.error) {
-          job.start_rp.deliver(to_caf_error(out.error));
-          return;
-        }
-        if (st.current == session_state::phase::stopping) {
-          st.args.pool->submit([p = *job.started] { p->terminate(std::chrono::milliseconds{0}); });
-          job.start_rp.deliver(to_caf_error(deleting_error(st)));
-          return;
-        }
-        session_state::process_record r;
-        r.spec = job.spec;
-        r.started_at = wall_now_us();
-        r.entry = st.args.processes->put(st.args.physical_id, job.process_id, *job.started);
-        auto& rec = st.processes[job.process_id] = std::move(r);
-        job.start_rp.deliver(info_of(st, rec));
-      },
-      [self](reap_atom) {
-        auto& st = self->state;
-        st.reap_scheduled = false;
-        if (st.current == session_state::phase::stopping)
-          return;
-        auto idle_for = clock_type::now() - st.last_used;
-        bool process_running = false;
-        for (auto& [pid, r] : st.processes)
-          process_running = process_running || !r.entry->process->exit_code();
-        // A running managed process holds its session (§4.6), as does a job in flight.
-        if (st.current == session_state::phase::ready && st.queue.empty() && !process_running
-            && st.process_jobs.empty() && idle_for >= std::chrono::seconds{st.args.ttl_sec}) {
-          // The supervisor answers with a stop when nothing is in flight towards us;
-          // otherwise a later command renews the timer.
-          self->send(st.args.supervisor, idle_atom_v,
-                     st.args.physical_id, st.commands_seen);
-          st.reap_scheduled = true;
-          self->delayed_send(self, std::chrono::seconds{st.args.ttl_sec}, reap_atom_v);
-          return;
-        }
-        schedule_reap(self);
-      },
-    };
-  }, std::move(args));
+      };
+      struct on_exit {
+        std::function<void()> f;
+        ~on_exit() { f(); }
+      } deferred{run_deferred};
+      if (out.error) {
+        job.start_rp.deliver(to_caf_error(out.error));
+        return;
+      }
+      if (st.current == session_state::phase::stopping) {
+        st.args.pool->submit([p = *job.started] { p->terminate(std::chrono::milliseconds{0}); });
+        job.start_rp.deliver(to_caf_error(deleting_error(st)));
+        return;
+      }
+      session_state::process_record r;
+      r.spec = job.spec;
+      r.started_at = wall_now_us();
+      r.entry = st.args.processes->put(st.args.physical_id, job.process_id, *job.started);
+      auto& rec = st.processes[job.process_id] = std::move(r);
+      job.start_rp.deliver(info_of(st, rec));
+    },
+    [self](reap_atom) {
+      auto& st = self->state;
+      st.reap_scheduled = false;
+      if (st.current == session_state::phase::stopping)
+        return;
+      auto idle_for = clock_type::now() - st.last_used;
+      bool process_running = false;
+      for (auto& [pid, r] : st.processes)
+        process_running = process_running || !r.entry->process->exit_code();
+      // A running managed process holds its session (§4.6), as does a job in flight.
+      if (st.current == session_state::phase::ready && st.queue.empty() && !process_running
+          && st.process_jobs.empty() && idle_for >= std::chrono::seconds{st.args.ttl_sec}) {
+        // The supervisor answers with a stop when nothing is in flight towards us;
+        // otherwise a later command renews the timer.
+        self->send(st.args.supervisor, idle_atom_v,
+                   st.args.physical_id, st.commands_seen);
+        st.reap_scheduled = true;
+        self->delayed_send(self, std::chrono::seconds{st.args.ttl_sec}, reap_atom_v);
+        return;
+      }
+      schedule_reap(self);
+    },
+  };
+}
+
+} // namespace
+
+session_actor spawn_session(caf::local_actor* parent, session_args args) {
+  return parent->spawn(session_behavior, std::move(args));
 }
 
 } // namespace boxrt
