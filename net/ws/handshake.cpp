@@ -107,8 +107,7 @@ std::optional<std::string> check_relay_headers(const relay_headers& h, std::stri
   if (pinned.empty() || !constant_time_equal(pinned, instance))
     return "instance " + instance + " is not the pinned instance";
   auto workspace = std::string{py::strip(h.workspace)};
-  size_t chars = 0;
-  for_each_code_point(workspace, [&](uint32_t) { ++chars; });
+  const size_t chars = py::code_points(workspace);
   if (chars == 0 || chars > 256)
     return "missing or oversized workspace id";
   auto generation = canonical_generation(h.generation);

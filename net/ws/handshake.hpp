@@ -19,23 +19,6 @@ bool constant_time_equal(std::string_view a, std::string_view b);
 /// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$` (protocol.md §1.3).
 bool valid_instance_id(std::string_view id);
 
-/// Decodes UTF-8 code points; an invalid byte counts as one code point of its own.
-template <class F>
-void for_each_code_point(std::string_view s, F&& f) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-    if (i + len > s.size())
-      len = 1;
-    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (size_t k = 1; k < len; ++k)
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    f(cp);
-    i += len;
-  }
-}
-
 /// One path segment with its %XX escapes decoded (as the reference's router does);
 /// nullopt for a malformed escape.
 std::optional<std::string> percent_decode(std::string_view in);

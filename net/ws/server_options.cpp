@@ -36,13 +36,10 @@ bool loopback_host(std::string host) {
 std::string validate(const server_options& opts) {
   const auto& token = opts.control_token;
   if (!token.empty()) {
-    size_t chars = 0;
     bool space = false;
-    for_each_code_point(token, [&](uint32_t cp) {
-      ++chars;
-      space = space || py::isspace(cp);
-    });
-    if (chars < 32 || space)
+    for (size_t i = 0; i < token.size() && !space;)
+      space = py::isspace(py::decode_utf8(token, i));
+    if (py::code_points(token) < 32 || space)
       return "LANGBOT_BOX_CONTROL_TOKEN must be a non-whitespace secret of at least 32 characters";
   } else if (!loopback_host(opts.host)) {
     return "a control token is required to listen on a non-loopback address " + opts.host;
