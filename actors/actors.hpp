@@ -33,6 +33,11 @@ using session_actor = caf::typed_actor<
   caf::replies_to<pstop_atom, std::string>::with<std::string>,
   // Worker pool: the managed-process job with this token finished.
   caf::reacts_to<pdone_atom, uint64_t, process_outcome>,
+  // A relay actor (the sender) holds the stdio of this process until it ends; one at a
+  // time, a later one waits at most `uint64_t` ms (then process_conflict).
+  caf::replies_to<attach_atom, std::string, uint64_t>::with<bool>,
+  // Self-sent: the attach wait with this token ran out.
+  caf::reacts_to<expire_atom, uint64_t>,
   // Self-sent TTL timer.
   caf::reacts_to<reap_atom>>;
 
@@ -64,6 +69,9 @@ using tenant_actor = caf::typed_actor<
   caf::replies_to<pstop_atom, process_request>::with<std::string>,
   // The stdio relay's handshake checks 4 to 9 (§1.4).
   caf::replies_to<relay_atom, relay_request>::with<relay_verdict>,
+  // The upgraded relay (the sender, an actor that lives as long as the socket) attaches
+  // to the process; true once it holds the stdio (§1.4, one attacher at a time).
+  caf::replies_to<attach_atom, relay_request>::with<bool>,
   // Skill actions (§2.4); replies with the action's data JSON.
   caf::replies_to<skill_atom, skill_request>::with<std::string>,
   // box_get_sessions: this workspace at this exact generation.

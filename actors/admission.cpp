@@ -141,7 +141,7 @@ workspace_admission::workspace_admission(std::string instance_uuid,
 
 box_error workspace_admission::check_generation(int64_t gen) const {
   if (gen < generation_)
-    return make_box_error(ec::permission, "Stale Box placement generation");
+    return make_box_error(ec::permission, stale_generation_text);
   return {};
 }
 

@@ -253,6 +253,14 @@ const action_context& ctx_of(const skill_request& r) { return r.ctx; }
 const action_context& ctx_of(const session_request& r) { return r.ctx; }
 const action_context& ctx_of(const action_context& c) { return c; }
 
+/// The supervisor a relay asks (the trusted instance, an existing workspace), or null.
+supervisor_actor relay_supervisor(self_ptr self, const relay_request& req) {
+  if (check_instance(self, req.instance_uuid))
+    return {};
+  auto i = self->state.supervisors.find(key_of(req.instance_uuid, req.workspace_uuid));
+  return i == self->state.supervisors.end() ? supervisor_actor{} : i->second;
+}
+
 /// Every tenant request: of the trusted instance, then to its workspace's supervisor.
 template <class Reply, class Atom, class Request>
 caf::result<Reply> forward_tenant(self_ptr self, Atom atom, Request& req) {
@@ -321,13 +329,16 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
     },
     [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
       // An unknown workspace has no fence to hold: stale (401), and nothing is created.
-      if (check_instance(self, req.instance_uuid))
+      auto sup = relay_supervisor(self, req);
+      if (!sup)
         return relay_verdict{401, {}};
-      auto ws = key_of(req.instance_uuid, req.workspace_uuid);
-      auto i = self->state.supervisors.find(ws);
-      if (i == self->state.supervisors.end())
-        return relay_verdict{401, {}};
-      return self->delegate(i->second, relay_atom_v, std::move(req));
+      return self->delegate(sup, relay_atom_v, std::move(req));
+    },
+    [self](attach_atom, relay_request& req) -> caf::result<bool> {
+      auto sup = relay_supervisor(self, req);
+      if (!sup)
+        return to_caf_error({ec::permission, stale_generation_text});
+      return self->delegate(sup, attach_atom_v, std::move(req));
     },
     [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
       return forward_tenant<std::string>(self, atom, req);

@@ -19,9 +19,10 @@ class process_registry {
  public:
   struct entry {
     std::shared_ptr<managed_process> process;
-    /// A relay holds the process (one attacher at a time); BoxManagedProcessInfo.attached.
-    std::atomic<bool> attached{false};
-    /// The session was retired by a fence advance: a relay closes as stale.
+    /// The session was retired by a fence advance: a relay closes as stale. Written by
+    /// the owning session actor before the processes are killed, read by the relay
+    /// before each chunk it forwards. (Which relay holds the stdio is the session
+    /// actor's to know: see its attach_atom.)
     std::atomic<bool> stale{false};
   };
 

@@ -101,6 +101,17 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       return self->delegate(found.value(), pstop_atom_v, std::move(req.process_id));
     },
     [self](relay_atom, relay_request& req) -> relay_verdict { return relay_check(self, req); },
+    [self](attach_atom, relay_request& req) -> caf::result<bool> {
+      // The handshake's checks again: the fence or the process may have moved since.
+      auto verdict = relay_check(self, req);
+      if (verdict.status == 401)
+        return to_caf_error({ec::permission, stale_generation_text});
+      if (verdict.status != 0)
+        return to_caf_error(verdict.error);
+      auto& session = self->state.sessions.find(req.session_id)->second.actor;
+      return self->delegate(session, attach_atom_v, std::move(req.process_id),
+                            req.attach_wait_ms);
+    },
     [self](skill_atom, skill_request& req) -> caf::result<std::string> {
       // Fenced; in admission mode also the entitlement gate (Cloud skill APIs need it).
       if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true)) {

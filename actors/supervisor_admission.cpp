@@ -18,7 +18,7 @@ std::string tenant_path(self_ptr self) {
 }
 
 box_error stale_error() {
-  return box_error{ec::permission, "Stale Box placement generation"};
+  return box_error{ec::permission, stale_generation_text};
 }
 
 box_error check_compat(const session_entry& e, const box_spec& spec) {

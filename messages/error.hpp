@@ -48,7 +48,8 @@ enum class ec : uint8_t {
   envelope,
   /// Internal failure that should not happen (RuntimeError).
   runtime,
-  /// The per-connection in-flight cap is full; the wire text carries no class prefix.
+  /// A cap or a holder is busy: the per-connection in-flight cap, or a relay that waited
+  /// for another to let go of its process. The wire text carries no class prefix.
   busy,
 };
 
@@ -60,6 +61,10 @@ std::string_view wire_class(ec code) noexcept;
 /// down (BoxRuntimeUnavailableError, protocol.md §4.10.3). The WebSocket close reason
 /// of shutdown is a different text (net::shutdown_close_reason).
 inline constexpr const char* shutting_down_text = "Box runtime is shutting down";
+
+/// The fence refused an older placement generation (PermissionError); also the relay's
+/// close reason when a fence advance retires its session.
+inline constexpr const char* stale_generation_text = "Stale Box placement generation";
 
 struct box_error {
   ec code = ec::none;

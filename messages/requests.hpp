@@ -71,6 +71,8 @@ struct relay_request {
   int64_t generation = 0;
   std::string session_id;   // physical
   std::string process_id = "default";
+  /// Attach only: how long to wait for another relay to let go.
+  uint64_t attach_wait_ms = 0;
 };
 
 /// The verdict: status 0 = go ahead, else the HTTP status (401, or 400 with the error).

@@ -187,7 +187,7 @@ typename Inspector::result_type inspect(Inspector& f, process_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, relay_request& x) {
   return f(caf::meta::type_name("relay_request"), x.instance_uuid, x.workspace_uuid, x.generation,
-           x.session_id, x.process_id);
+           x.session_id, x.process_id, x.attach_wait_ms);
 }
 
 template <class Inspector>
@@ -288,6 +288,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, pstop_atom, "pstop")
   CAF_ADD_ATOM(boxrt, boxrt, pdone_atom, "pdone")
   CAF_ADD_ATOM(boxrt, boxrt, relay_atom, "relay")
+  CAF_ADD_ATOM(boxrt, boxrt, attach_atom, "attach")
   CAF_ADD_ATOM(boxrt, boxrt, resolve_atom, "resolve")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")

@@ -60,8 +60,7 @@ class http_session final : public session_base {
   /// A relay handshake waiting for the directory's verdict.
   struct pending_relay {
     http::request<http::string_body> req;
-    std::string session;
-    std::string process;
+    relay_request target;
     std::string label;
   };
 
@@ -204,7 +203,7 @@ class http_session final : public session_base {
 
   /// Asks the directory for checks 4 to 9 without blocking this I/O thread.
   void ask_relay(http::request<http::string_body> req, relay_request r, std::string label) {
-    relay_ = pending_relay{std::move(req), r.session_id, r.process_id, std::move(label)};
+    relay_ = pending_relay{std::move(req), r, std::move(label)};
     waiting_ = true;
     // The timer is what keeps this session alive (inside the io_context) meanwhile.
     timer_.expires_after(relay_verdict_timeout + std::chrono::seconds{1});
@@ -247,12 +246,13 @@ class http_session final : public session_base {
     std::shared_ptr<process_registry::entry> entry;
     if (v.status == 0) {
       // The process may have gone since the directory looked.
-      entry = srv_.processes ? srv_.processes->find(pending.session, pending.process) : nullptr;
+      auto& t = pending.target;
+      entry = srv_.processes ? srv_.processes->find(t.session_id, t.process_id) : nullptr;
       if (!entry || !entry->process)
         v = relay_verdict{400, make_box_error(ec::process_not_found,
                                               fmt::format("session {} has no managed process "
                                                           "with process_id={}",
-                                                          pending.session, pending.process))};
+                                                          t.session_id, t.process_id))};
     }
     if (v.status == 401) {
       spdlog::warn("net: {}: relay handshake for {} refused: stale generation or foreign session",
@@ -289,7 +289,7 @@ class http_session final : public session_base {
     }
     handed_off_ = true;
     start_relay_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(pending.label),
-                       std::move(entry));
+                       std::move(pending.target), std::move(entry));
   }
 
   void ask_health(probe kind, unsigned version, bool keep_alive) {

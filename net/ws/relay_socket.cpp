@@ -6,21 +6,24 @@ namespace boxrt::net {
 
 namespace {
 
-/// Close reasons of the relay (protocol.md §1.4, plus the bounded attach wait).
+/// Close reasons of the relay (protocol.md §1.4). The bounded attach wait's reason is
+/// the session's refusal text (ec::busy).
 constexpr const char* relay_exited_reason = "managed process exited";
 constexpr const char* relay_stdio_reason = "managed process stdio unavailable";
 constexpr const char* relay_stdin_reason = "managed process stdin closed";
-constexpr const char* relay_busy_reason = "managed process is attached to another relay";
-constexpr const char* relay_stale_reason = "Stale Box placement generation";
+constexpr const char* relay_stale_reason = stale_generation_text;
 
 /// The stdio relay of one managed process whose handshake passed (protocol.md §1.4):
-/// one attacher at a time (a later one polls for the process until
-/// relay_attach_wait_ms runs out, then closes with 1013), stdout chunks out as TEXT
-/// frames, TEXT frames in as stdin lines written on the worker pool one at a time.
-/// Whatever ends the relay lets go of the process; the process keeps running. The
-/// fence: advancing a generation retires the workspace's sessions, which marks their
-/// processes stale (checked before each forwarded chunk, either way) and then kills
-/// them; the relay closes with the stale reason.
+/// one attacher at a time, stdout chunks out as TEXT frames, TEXT frames in as stdin
+/// lines written on the worker pool one at a time. The session actor owns the
+/// attachment: the relay's holder actor asks it to attach and lives as long as the
+/// relay, the session grants the process to one holder at a time and hands it to the
+/// next waiting one when the holder ends (a later relay waits at most
+/// relay_attach_wait_ms, then closes with 1013). Whatever ends the relay ends its holder
+/// and so lets go of the process; the process keeps running. The fence: advancing a
+/// generation retires the workspace's sessions, which marks their processes stale
+/// (checked before each forwarded chunk, either way) and then kills them; the relay
+/// closes with the stale reason.
 class relay_session final : public session_base, private ws_outbox<relay_session> {
   friend class ws_outbox<relay_session>;
   static constexpr const char* write_what = "relay write";
@@ -30,10 +33,10 @@ class relay_session final : public session_base, private ws_outbox<relay_session
 
  public:
   relay_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
-                std::string peer, std::string label,
+                std::string peer, std::string label, relay_request target,
                 std::shared_ptr<process_registry::entry> entry)
     : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
-      label_(std::move(label)), entry_(std::move(entry)), timer_(ws_.get_executor()) {}
+      label_(std::move(label)), target_(std::move(target)), entry_(std::move(entry)) {}
 
   ~relay_session() override {
     finish("session destroyed");
@@ -97,45 +100,55 @@ class relay_session final : public session_base, private ws_outbox<relay_session
     }
     accepted_ = true;
     spdlog::info("net: {}: relay open for {}", peer_, label_);
-    attach_deadline_ = std::chrono::steady_clock::now()
-                       + std::chrono::milliseconds{srv_.opts.relay_attach_wait_ms};
     // Reading from the start notices a client that leaves while it waits; its frames
     // queue for stdin until the relay is attached.
     do_read();
     if (close_)
       maybe_close();
     else
-      try_attach();
+      attach();
   }
 
-  /// One attacher at a time: take the process, or poll until the bounded wait runs out.
-  void try_attach() {
+  /// Spawns the holder actor, which asks the session for the process and then lives
+  /// until the relay ends it (detach).
+  void attach() {
+    target_.attach_wait_ms = srv_.opts.relay_attach_wait_ms;
+    auto timeout = std::chrono::milliseconds{target_.attach_wait_ms} + relay_verdict_timeout;
+    auto holder = [](caf::event_based_actor* self, std::weak_ptr<relay_session> weak,
+                     std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r,
+                     caf::duration timeout) -> caf::behavior {
+      auto deliver = [weak, gate](box_error err) {
+        std::shared_lock lock{gate->mtx};
+        if (!gate->open)
+          return;
+        if (auto s = weak.lock())
+          asio::post(s->ws_.get_executor(),
+                     [s, err = std::move(err)]() mutable { s->on_attach(std::move(err)); });
+      };
+      self->request(dir, timeout, attach_atom_v, std::move(r))
+        .then([deliver](bool) { deliver({}); },
+              [deliver](caf::error& err) { deliver(from_caf_error(err)); });
+      // Nothing else arrives: the actor waits for the exit that detach sends.
+      return {[](stop_atom) {}};
+    };
+    holder_ = srv_.sys.spawn(holder, std::weak_ptr<relay_session>{self()}, srv_.gate,
+                             srv_.directory, target_, caf::duration{timeout});
+  }
+
+  void on_attach(box_error err) {
     if (close_ || finished_)
       return;
-    bool expected = false;
-    if (entry_->attached.compare_exchange_strong(expected, true)) {
+    if (!err) {
       attached_ = true;
       start_relay();
-      return;
-    }
-    auto now = std::chrono::steady_clock::now();
-    if (now >= attach_deadline_) {
+    } else if (err.code == ec::busy) {
       spdlog::info("net: {}: relay for {} gave up after {} ms: another relay holds the process",
                    peer_, label_, srv_.opts.relay_attach_wait_ms);
-      request_close(static_cast<uint16_t>(websocket::close_code::try_again_later),
-                    relay_busy_reason);
-      return;
+      request_close(static_cast<uint16_t>(websocket::close_code::try_again_later), err.message);
+    } else {
+      spdlog::info("net: {}: relay for {} cannot attach: {}", peer_, label_, err.to_wire());
+      request_close(1000, err.code == ec::permission ? relay_stale_reason : relay_exited_reason);
     }
-    if (!waited_) {
-      waited_ = true;
-      spdlog::info("net: {}: relay for {} waits: another relay holds the process", peer_, label_);
-    }
-    timer_.expires_after(std::min<std::chrono::steady_clock::duration>(relay_attach_poll,
-                                                                        attach_deadline_ - now));
-    timer_.async_wait([s = self()](beast::error_code ec) {
-      if (!ec)
-        s->try_attach();
-    });
   }
 
   void start_relay() {
@@ -273,16 +286,19 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   void reply_done() {}
   void close_requested() { detach(); }
 
-  /// Stops waiting and reading stdout, and frees the process for the next attacher.
+  /// Stops reading stdout and ends the holder: the session frees the process for the
+  /// next attacher (or forgets this relay's wait).
   void detach() {
-    timer_.cancel();
     if (stdout_) {
       beast::error_code ec;
       stdout_->close(ec);
     }
+    if (holder_) {
+      caf::anon_send_exit(holder_, caf::exit_reason::user_shutdown);
+      holder_ = nullptr;
+    }
     if (attached_) {
       attached_ = false;
-      entry_->attached.store(false);
       spdlog::info("net: {}: relay detached from {}", peer_, label_);
     }
   }
@@ -305,10 +321,11 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   http::request<http::string_body> req_;
   std::string peer_;
   std::string label_;  // "session <id> process <pid>" for the log
+  /// Who is asked for the attachment (physical session, process) and how long to wait.
+  relay_request target_;
   std::shared_ptr<process_registry::entry> entry_;
-  /// The attach poll.
-  asio::steady_timer timer_;
-  std::chrono::steady_clock::time_point attach_deadline_;
+  /// The actor that stands for this relay towards the session; null once detached.
+  caf::actor holder_;
   /// A duplicate of the process's stdout (the process object keeps its own).
   std::optional<asio::posix::stream_descriptor> stdout_;
   std::vector<char> chunk_;
@@ -316,7 +333,6 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   std::deque<std::string> stdin_;
   size_t stdin_bytes_ = 0;
   bool attached_ = false;
-  bool waited_ = false;
   bool reading_stdout_ = false;
   bool read_paused_ = false;
   bool stdin_busy_ = false;
@@ -331,9 +347,10 @@ class relay_session final : public session_base, private ws_outbox<relay_session
 
 void start_relay_socket(server_core& srv, beast::tcp_stream&& stream,
                         http::request<http::string_body> req, std::string peer,
-                        std::string label, std::shared_ptr<process_registry::entry> entry) {
+                        std::string label, relay_request target,
+                        std::shared_ptr<process_registry::entry> entry) {
   std::make_shared<relay_session>(srv, std::move(stream), std::move(req), std::move(peer),
-                                  std::move(label), std::move(entry))
+                                  std::move(label), std::move(target), std::move(entry))
     ->run();
 }
 

@@ -68,8 +68,6 @@ inline constexpr auto relay_verdict_timeout = std::chrono::seconds{10};
 /// A relay pings a silent client after half of this and drops it after all of it
 /// (the reference's 30 s heartbeat).
 inline constexpr auto relay_idle_timeout = std::chrono::seconds{60};
-/// A waiting relay retries the attach this often.
-inline constexpr auto relay_attach_poll = std::chrono::milliseconds{20};
 /// The most a relay reads from stdout at once (one TEXT frame each).
 inline constexpr size_t relay_chunk_bytes = 64 * 1024;
 /// Stdout is not read while this much waits in the relay's write queue.
@@ -254,6 +252,7 @@ void start_rpc_socket(server_core& srv, beast::tcp_stream&& stream,
 /// Upgrades a relay handshake that passed and runs its socket (relay_socket.cpp).
 void start_relay_socket(server_core& srv, beast::tcp_stream&& stream,
                         http::request<http::string_body> req, std::string peer,
-                        std::string label, std::shared_ptr<process_registry::entry> entry);
+                        std::string label, relay_request target,
+                        std::shared_ptr<process_registry::entry> entry);
 
 } // namespace boxrt::net

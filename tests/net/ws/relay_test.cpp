@@ -417,6 +417,48 @@ BOOST_FIXTURE_TEST_CASE(a_second_attacher_waits_for_the_first_to_detach, long_wa
   BOOST_CHECK_EQUAL(second_got, "second\n");
 }
 
+BOOST_FIXTURE_TEST_CASE(a_waiting_relay_that_leaves_loses_its_turn, long_wait_fixture) {
+  auto c = rpc();
+  start_cat(c, "ws-relay", "s1", "p1");
+  relay_target t;
+  ws_client first{port, relay_options(t)};
+  BOOST_REQUIRE(first.is_open());
+  first.send("first");
+  BOOST_REQUIRE(read_until(first, "first\n"));
+  // The second waits, then leaves; the third waits behind it.
+  ws_client second{port, relay_options(t)};
+  BOOST_REQUIRE(second.is_open());
+  second.send("second");
+  second.close();
+  ws_client third{port, relay_options(t)};
+  BOOST_REQUIRE(third.is_open());
+  third.send("third");
+  first.close();
+  // The session hands the process to the third, not to the relay that left (which would
+  // hold it until the 20 s wait runs out), and the second's line never reaches stdin.
+  std::string got;
+  BOOST_REQUIRE(read_until(third, "third\n", &got));
+  BOOST_CHECK_EQUAL(got, "third\n");
+}
+
+BOOST_FIXTURE_TEST_CASE(the_process_info_reports_a_holder, relay_fixture) {
+  auto c = rpc();
+  start_cat(c, "ws-relay", "s1", "p1");
+  auto get = [&] {
+    auto reply = c.call(next_seq++, "box_get_managed_process",
+                        R"({"session_id":"s1","process_id":"p1"})", context_json("ws-relay"));
+    BOOST_REQUIRE_MESSAGE(reply.code == 0, reply.raw);
+    return reply.raw;
+  };
+  BOOST_CHECK_NE(get().find(R"("attached":false)"), std::string::npos);
+  relay_target t;
+  ws_client r{port, relay_options(t)};
+  BOOST_REQUIRE(r.is_open());
+  r.send("x");
+  BOOST_REQUIRE(read_until(r, "x\n"));
+  BOOST_CHECK_NE(get().find(R"("attached":true)"), std::string::npos);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_second_attacher_gives_up_after_the_bounded_wait, short_wait_fixture) {
   auto c = rpc();
   start_cat(c, "ws-relay", "s1", "p1");

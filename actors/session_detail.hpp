@@ -1,0 +1,144 @@
+// Internal to the session actor (session.cpp: the command stream; session_processes.cpp:
+// the managed-process table and who is attached to each process's stdio).
+#pragma once
+
+#include "actors/session.hpp"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "messages/time.hpp"
+
+namespace boxrt::session_detail {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The backend handle, shared with the one job that runs at a time for this session.
+struct backend_box {
+  std::shared_ptr<backend_session> handle;
+};
+
+/// A relay waiting to attach to a process whose stdio another relay holds.
+struct attach_waiter {
+  uint64_t token = 0;
+  caf::actor_addr relay;
+  caf::typed_response_promise<bool> rp;
+};
+
+/// One managed process of this session.
+struct process_record {
+  process_spec spec;
+  epoch_us started_at = 0;
+  epoch_us exited_at = 0;
+  std::shared_ptr<process_registry::entry> entry;
+  /// The relay actor attached to the process's stdio (one at a time); null when free.
+  /// The session monitors it: the relay's end lets go of the process.
+  caf::actor_addr holder;
+  /// Relays waiting for the holder to let go, first come first served.
+  std::deque<attach_waiter> waiting;
+};
+
+/// A managed-process job on the pool: what it fills in, who waits for it.
+struct process_job {
+  std::string process_id;
+  bool start = true;
+  process_spec spec;
+  std::shared_ptr<std::shared_ptr<managed_process>> started;
+  caf::typed_response_promise<process_info> start_rp;
+  caf::typed_response_promise<std::string> stop_rp;
+};
+
+/// The managed processes of one session (§4.7) and their stdio attachments (§1.4).
+struct process_table {
+  /// By process_id.
+  std::map<std::string, process_record> records;
+  std::map<uint64_t, process_job> jobs;
+  /// Starts waiting for a start of the same process_id to finish.
+  std::vector<std::pair<process_spec, caf::typed_response_promise<process_info>>> deferred;
+  /// Starts that arrived while the sandbox was still starting.
+  std::vector<std::pair<process_spec, caf::typed_response_promise<process_info>>> early;
+};
+
+struct session_state {
+  static inline const char* name = "boxrt.session";
+
+  enum class phase { starting, ready, running, stopping };
+
+  session_args args;
+  std::shared_ptr<backend_box> box = std::make_shared<backend_box>();
+  session_info info;
+  phase current = phase::starting;
+
+  struct queued_exec {
+    box_spec spec;
+    caf::typed_response_promise<exec_result> rp;
+    /// Who asked (delegation keeps the original sender: the connection actor).
+    caf::strong_actor_ptr requester;
+  };
+  std::deque<queued_exec> queue;
+  /// Queued commands dropped because their requester was gone before they started.
+  uint64_t dropped_commands = 0;
+  std::vector<caf::typed_response_promise<session_info>> create_waiters;
+
+  /// Tokens of pool jobs (commands, process jobs) and of attach waits.
+  uint64_t next_token = 1;
+  uint64_t running_token = 0;
+  std::optional<caf::typed_response_promise<exec_result>> running_rp;
+  /// A timed-out result waits for the session to stop before it is delivered.
+  std::optional<exec_result> timed_out_result;
+
+  box_error stop_reason;
+  std::vector<caf::typed_response_promise<bool>> stop_waiters;
+  bool stop_submitted = false;
+
+  process_table processes;
+
+  uint64_t commands_seen = 0;
+  clock_type::time_point last_used = clock_type::now();
+  bool reap_scheduled = false;
+};
+
+using self_ptr = session_actor::stateful_pointer<session_state>;
+
+/// "session <id> is being deleted" (BoxSessionNotFoundError).
+box_error deleting_error(const session_state& st);
+
+// The managed-process table (session_processes.cpp). The sandbox is up whenever a
+// start reaches the backend: starts that arrive earlier wait in `early`.
+
+/// box_start_managed_process: refused while stopping, held while the sandbox starts.
+caf::typed_response_promise<process_info> request_process(self_ptr self, process_spec spec);
+/// Starts (or replaces) the process on the pool.
+void start_process(self_ptr self, process_spec spec, caf::typed_response_promise<process_info> rp);
+/// Starts that waited for the sandbox go now.
+void start_early_processes(self_ptr self);
+/// box_get_managed_process.
+caf::result<process_info> get_process(self_ptr self, const std::string& pid);
+/// box_stop_managed_process: the record goes at once, termination runs on the pool.
+caf::typed_response_promise<std::string> stop_process(self_ptr self, const std::string& pid);
+/// A process job finished on the pool.
+void process_job_done(self_ptr self, uint64_t token, process_outcome& out);
+/// Every process's info, for box_get_session.
+void add_process_infos(session_state& st, session_info& info);
+/// True while a process runs or a process job is in flight: the session is not idle.
+bool processes_busy(const session_state& st);
+/// The sandbox is going: waiting starts and attaches fail with `reason`, the records
+/// leave the registry (a fence advance marks them stale first).
+void end_processes(self_ptr self, const box_error& reason);
+
+/// A relay actor (the sender) asks to hold the stdio of process `pid`: granted at once
+/// when free, else after the holder lets go, or refused once `wait_ms` runs out.
+caf::typed_response_promise<bool> attach_relay(self_ptr self, const std::string& pid,
+                                               uint64_t wait_ms);
+/// The attach wait with this token ran out.
+void attach_expired(self_ptr self, uint64_t token);
+/// A monitored relay actor ended: it lets go of its process, or stops waiting.
+void relay_gone(self_ptr self, const caf::actor_addr& relay);
+
+} // namespace boxrt::session_detail
