@@ -205,17 +205,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         return to_caf_error(saved);
       }
       arm_expiry(self);
-      auto rp = self->make_response_promise<entitlement_receipt>();
-      auto receipt = outcome->receipt;
-      apply_effect(self, outcome->effect, [self, rp, receipt, saved](int64_t n) mutable {
-        receipt.revoked_sessions = n;
-        if (saved)
-          rp.deliver(to_caf_error(saved));
-        else
-          rp.deliver(receipt);
-        report_idle(self);
-      });
-      return rp;
+      return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
     },
     [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
       if (self->state.state_error)
@@ -232,13 +222,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       if (outcome->fence_advanced)
         retire_stale(self);
       arm_expiry(self);
-      auto rp = self->make_response_promise<grant_receipt>();
-      auto receipt = outcome->receipt;
-      apply_effect(self, outcome->effect, [self, rp, receipt](int64_t) mutable {
-        rp.deliver(receipt);
-        report_idle(self);
-      });
-      return rp;
+      return reply_after_effect(self, outcome->effect, outcome->receipt);
     },
     [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
       if (self->state.state_error)
@@ -247,16 +231,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       if (!outcome)
         return to_caf_error(outcome.error());
       auto saved = persist(self);
-      auto rp = self->make_response_promise<revocation_receipt>();
-      auto receipt = outcome->receipt;
-      apply_effect(self, outcome->effect, [self, rp, receipt, saved](int64_t) mutable {
-        if (saved)
-          rp.deliver(to_caf_error(saved));
-        else
-          rp.deliver(receipt);
-        report_idle(self);
-      });
-      return rp;
+      return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
     },
     [self](settings_atom, instance_settings& s) { self->state.args.settings = std::move(s); },
     [self](evict_atom) -> bool {

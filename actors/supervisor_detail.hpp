@@ -111,6 +111,25 @@ void retire_stale(self_ptr self);
 
 void apply_effect(self_ptr self, session_effect effect, std::function<void(int64_t)> done);
 
+/// The reply of an admission change: applies `effect` (stopping sessions as it says),
+/// then answers with `receipt` (an entitlement receipt learns how many sessions were
+/// revoked) or, when the change had to stand although its commit failed, with `saved`.
+template <class Receipt>
+caf::typed_response_promise<Receipt> reply_after_effect(self_ptr self, session_effect effect,
+                                                        Receipt receipt, box_error saved = {}) {
+  auto rp = self->make_response_promise<Receipt>();
+  apply_effect(self, effect, [self, rp, receipt, saved](int64_t stopped) mutable {
+    if constexpr (requires { receipt.revoked_sessions; })
+      receipt.revoked_sessions = stopped;
+    if (saved)
+      rp.deliver(to_caf_error(saved));
+    else
+      rp.deliver(receipt);
+    report_idle(self);
+  });
+  return rp;
+}
+
 void arm_expiry(self_ptr self);
 
 /// Commits the admission state when it changed (contract §4.11): callers do so before

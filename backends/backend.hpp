@@ -59,6 +59,17 @@ struct exec_limits {
   int64_t max_output_bytes = 1048576;
 };
 
+/// An exec that reached a session already interrupted (its stop is under way): nothing
+/// runs, and the result is 137 "interrupted", as for a command the stop killed.
+inline exec_result interrupted_exec(const box_spec& spec, std::string backend_name) {
+  exec_result out;
+  out.session_id = spec.session_id;
+  out.backend_name = std::move(backend_name);
+  out.exit_code = 137;
+  out.stderr_text = "interrupted";
+  return out;
+}
+
 class backend {
  public:
   virtual ~backend() = default;

@@ -161,11 +161,8 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   exec_result out;
   out.session_id = spec.session_id;
   out.backend_name = "bwrap";
-  if (s->interrupted_) {
-    out.exit_code = 137;
-    out.stderr_text = "interrupted";
-    return out;
-  }
+  if (s->interrupted_)
+    return interrupted_exec(spec, "bwrap");
   if (!s->alive())
     return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
   // A sandbox that died since the last exec (killed from outside, or its init gone) is
@@ -204,11 +201,8 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
     // fresh sandbox of the same session.
     auto why = read_available(s->errors.get());
     s->kill_sandbox(false);
-    if (s->interrupted_) {
-      out.exit_code = 137;
-      out.stderr_text = "interrupted";
-      return out;
-    }
+    if (s->interrupted_)
+      return interrupted_exec(spec, "bwrap");
     if (oom) {
       // The out-of-memory killer took the sandbox's own process: report it as such.
       out.exit_code = 137;

@@ -37,6 +37,8 @@
 #include <string_view>
 #include <vector>
 
+#include "messages/base/unique_fd.hpp"
+
 namespace boxrt::init_protocol {
 
 /// Where init finds its channel to the host when it starts: requests on `channel_in`,
@@ -90,19 +92,8 @@ struct exec_reply {
   std::string error;
 };
 
-/// Writes all of `data` to `fd` (retrying short writes and EINTR); false when the
-/// peer is gone.
-inline bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+/// The write loop every frame goes through (messages/base/unique_fd.hpp).
+using boxrt::write_all;
 
 inline void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i)

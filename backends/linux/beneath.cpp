@@ -627,16 +627,4 @@ std::optional<std::string> read_limited(int fd, uint64_t limit, bool& too_big) {
   return data;
 }
 
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 } // namespace boxrt::beneath

@@ -109,7 +109,7 @@ std::string os_error_text(int err, const std::string& path);
 /// nullopt with errno on a read error.
 std::optional<std::string> read_limited(int fd, uint64_t limit, bool& too_big);
 
-/// Writes all of `data` to `fd`; false with errno on failure.
-bool write_all(int fd, std::string_view data);
+/// Writes all of `data` to `fd`; false with errno on failure (one loop for the tree).
+using boxrt::write_all;
 
 } // namespace boxrt::beneath

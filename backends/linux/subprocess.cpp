@@ -208,6 +208,27 @@ void kill_process_group(pid_t pgid) noexcept {
     ::kill(-pgid, SIGKILL);
 }
 
+exec_result exec_result_of(run_outcome run, const box_spec& spec, std::string backend_name,
+                           std::chrono::steady_clock::time_point started) {
+  exec_result out;
+  out.session_id = spec.session_id;
+  out.backend_name = std::move(backend_name);
+  if (run.timed_out) {
+    out.status = exec_status::timed_out;
+    out.exit_code = -1;
+  } else {
+    out.exit_code = run.exit_code;
+    if (run.interrupted && run.stderr_text.empty())
+      run.stderr_text = "interrupted";
+  }
+  out.stdout_text = std::move(run.stdout_text);
+  out.stderr_text = std::move(run.stderr_text);
+  out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+  return out;
+}
+
 std::string shell_quote(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "messages/models.hpp"
+
 namespace boxrt {
 
 /// What to run and how.
@@ -61,6 +63,12 @@ struct run_outcome {
 /// the call returns.
 run_outcome run_process(const run_options& options,
                         const std::atomic<bool>* interrupted = nullptr);
+
+/// The exec result of a finished run of `spec` (the run started): timed out (status
+/// timed_out, exit -1), else its exit code, with "interrupted" for an empty stderr of an
+/// interrupted run; the duration counts from `started`.
+exec_result exec_result_of(run_outcome run, const box_spec& spec, std::string backend_name,
+                           std::chrono::steady_clock::time_point started);
 
 /// SIGKILLs every process of process group `pgid` (no-op for pgid <= 1).
 void kill_process_group(pid_t pgid) noexcept;

@@ -550,14 +550,8 @@ result<exec_result> nsjail_backend::exec(backend_session& session, const box_spe
   auto* self = dynamic_cast<nsjail_session*>(&session);
   if (self == nullptr)
     return make_box_error(ec::box_error, "nsjail backend got a session of another backend");
-  exec_result out;
-  out.session_id = spec.session_id;
-  out.backend_name = "nsjail";
-  if (self->interrupted().load(std::memory_order_acquire)) {
-    out.exit_code = 137;
-    out.stderr_text = "interrupted";
-    return out;
-  }
+  if (self->interrupted().load(std::memory_order_acquire))
+    return interrupted_exec(spec, "nsjail");
   auto layout = layout_for(self->dir());
   prepare_nsjail_chroot(spec, layout);
   run_options options;
@@ -569,20 +563,7 @@ result<exec_result> nsjail_backend::exec(backend_session& session, const box_spe
   auto run = run_process(options, &self->interrupted());
   if (!run.started)
     return make_box_error(ec::box_error, "nsjail backend error: " + run.error);
-  if (run.timed_out) {
-    out.status = exec_status::timed_out;
-    out.exit_code = -1;
-  } else {
-    out.exit_code = run.exit_code;
-    if (run.interrupted && run.stderr_text.empty())
-      run.stderr_text = "interrupted";
-  }
-  out.stdout_text = std::move(run.stdout_text);
-  out.stderr_text = std::move(run.stderr_text);
-  out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - started)
-                      .count();
-  return out;
+  return exec_result_of(std::move(run), spec, "nsjail", started);
 }
 
 void nsjail_backend::stop_session(backend_session& session) {

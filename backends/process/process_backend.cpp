@@ -158,14 +158,8 @@ result<exec_result> process_backend::exec(backend_session& session, const box_sp
   auto* self = dynamic_cast<process_session*>(&session);
   if (self == nullptr)
     return make_box_error(ec::box_error, "process backend got a session of another backend");
-  exec_result out;
-  out.session_id = spec.session_id;
-  out.backend_name = "process";
-  if (self->interrupted().load(std::memory_order_acquire)) {
-    out.exit_code = 137;
-    out.stderr_text = "interrupted";
-    return out;
-  }
+  if (self->interrupted().load(std::memory_order_acquire))
+    return interrupted_exec(spec, "process");
 
   auto workdir = shell_quote(process_host_workdir(spec, self->dir()));
   std::map<std::string, std::string> env{{"PATH", host_path_env()},
@@ -184,21 +178,7 @@ result<exec_result> process_backend::exec(backend_session& session, const box_sp
   auto run = run_process(options, &self->interrupted());
   if (!run.started)
     return make_box_error(ec::box_error, "process backend error: " + run.error);
-  if (run.timed_out) {
-    out.status = exec_status::timed_out;
-    out.exit_code = -1;
-  } else if (run.interrupted) {
-    out.exit_code = run.exit_code;
-    run.stderr_text = run.stderr_text.empty() ? "interrupted" : run.stderr_text;
-  } else {
-    out.exit_code = run.exit_code;
-  }
-  out.stdout_text = std::move(run.stdout_text);
-  out.stderr_text = std::move(run.stderr_text);
-  out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - started)
-                      .count();
-  return out;
+  return exec_result_of(std::move(run), spec, "process", started);
 }
 
 result<std::shared_ptr<managed_process>>

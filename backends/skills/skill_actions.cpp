@@ -4,6 +4,8 @@
 
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -25,6 +27,13 @@ box_error wrap(const box_error& e) {
   return box_error{ec::validation, e.message};
 }
 
+/// "<key> must be a string" (built in two steps: GCC 12 warns falsely on `+` here).
+box_error must_be_string(std::string_view key) {
+  std::string text{key};
+  text += " must be a string";
+  return box_error{ec::validation, std::move(text)};
+}
+
 /// A string field: nullopt when missing or null; an error when another type.
 result<std::optional<std::string>> opt_string(dom::object obj, std::string_view key) {
   dom::element v;
@@ -32,7 +41,7 @@ result<std::optional<std::string>> opt_string(dom::object obj, std::string_view 
     return std::optional<std::string>{};
   std::string_view s;
   if (v.get_string().get(s) != simdjson::SUCCESS)
-    return box_error{ec::validation, std::string{key} + " must be a string"};
+    return must_be_string(key);
   return std::optional<std::string>{std::string{s}};
 }
 
@@ -43,7 +52,7 @@ result<std::string> req_string(dom::object obj, std::string_view key) {
     return box_error{ec::key, "'" + std::string{key} + "'"};
   std::string_view s;
   if (v.get_string().get(s) != simdjson::SUCCESS)
-    return box_error{ec::validation, std::string{key} + " must be a string"};
+    return must_be_string(key);
   return std::string{s};
 }
 
@@ -119,154 +128,180 @@ struct upload_guard {
   std::string path;
 };
 
-result<std::string> run(skills::store& store, const skill_job& job, dom::object data) {
-  const auto& a = job.action;
-  if (a == "box_list_skills") {
-    auto xs = store.list();
-    if (!xs)
-      return box_error{ec::value, xs.error().message};
-    return skills::to_json(xs.value());
+/// A store result of a wrapped action as the reply JSON, its failure wrapped.
+template <class T>
+result<std::string> wrapped_json(result<T> r) {
+  if (!r)
+    return wrap(r.error());
+  if constexpr (std::is_same_v<T, skills::skill>)
+    return skill_reply(r.value());
+  else
+    return skills::to_json(r.value());
+}
+
+using action_fn = result<std::string> (*)(skills::store&, const skill_job&, dom::object);
+
+result<std::string> list_skills(skills::store& store, const skill_job&, dom::object) {
+  auto xs = store.list();
+  if (!xs)
+    return box_error{ec::value, xs.error().message};
+  return skills::to_json(xs.value());
+}
+
+result<std::string> get_skill(skills::store& store, const skill_job&, dom::object data) {
+  auto name = req_string(data, "name");
+  if (!name)
+    return name.error();
+  auto s = store.get(*name);
+  if (!s)
+    return box_error{ec::value, s.error().message};
+  return skill_reply(s.value());
+}
+
+result<std::string> create_skill(skills::store& store, const skill_job& job, dom::object data) {
+  auto req = create_req(data);
+  if (!req)
+    return wrap(req.error());
+  if (job.admission) {
+    if (!py::strip(req->package_root).empty())
+      return box_error{ec::admission, "Cloud skill package_root is runtime-owned"};
+    req->package_root.clear();
   }
-  if (a == "box_get_skill") {
-    auto name = req_string(data, "name");
-    if (!name)
-      return name.error();
-    auto s = store.get(*name);
-    if (!s)
-      return box_error{ec::value, s.error().message};
-    return skill_reply(s.value());
+  return wrapped_json(store.create(*req));
+}
+
+result<std::string> update_skill(skills::store& store, const skill_job& job, dom::object data) {
+  auto name = wrapped_field(data, "name");
+  if (!name)
+    return name.error();
+  auto req = create_req(data);
+  if (!req)
+    return wrap(req.error());
+  if (job.admission)
+    req->package_root.clear(); // dropped silently in Cloud
+  return wrapped_json(store.update(*name, *req));
+}
+
+result<std::string> delete_skill(skills::store& store, const skill_job&, dom::object data) {
+  auto name = wrapped_field(data, "name");
+  if (!name)
+    return name.error();
+  auto gone = store.remove(*name);
+  if (!gone)
+    return wrap(gone.error());
+  json::writer w;
+  w.begin_object();
+  w.key("deleted").value(gone.value());
+  w.end_object();
+  return w.take();
+}
+
+result<std::string> scan_directory(skills::store& store, const skill_job& job, dom::object data) {
+  if (job.admission)
+    return box_error{ec::admission, "Scanning arbitrary host skill directories is disabled in Cloud"};
+  auto path = wrapped_field(data, "path");
+  if (!path)
+    return path.error();
+  return wrapped_json(store.scan_directory(*path));
+}
+
+result<std::string> list_files(skills::store& store, const skill_job&, dom::object data) {
+  auto name = wrapped_field(data, "name");
+  if (!name)
+    return name.error();
+  auto path = opt_string(data, "path");
+  if (!path)
+    return wrap(path.error());
+  bool hidden = false;
+  dom::element v;
+  if (data.at_key("include_hidden").get(v) == simdjson::SUCCESS && !v.is_null()) {
+    if (!v.is_bool())
+      return box_error{ec::validation, "include_hidden must be a boolean"};
+    hidden = v.get_bool().value();
   }
-  if (a == "box_create_skill") {
-    auto req = create_req(data);
-    if (!req)
-      return wrap(req.error());
-    if (job.admission) {
-      if (!py::strip(req->package_root).empty())
-        return box_error{ec::admission, "Cloud skill package_root is runtime-owned"};
-      req->package_root.clear();
-    }
-    auto s = store.create(*req);
-    if (!s)
-      return wrap(s.error());
-    return skill_reply(s.value());
+  int64_t max_entries = 200;
+  if (data.at_key("max_entries").get(v) == simdjson::SUCCESS) {
+    if (v.is_bool() || v.get_int64().get(max_entries) != simdjson::SUCCESS)
+      return box_error{ec::validation, "max_entries must be a positive integer"};
   }
-  if (a == "box_update_skill") {
-    auto name = wrapped_field(data, "name");
-    if (!name)
-      return name.error();
-    auto req = create_req(data);
-    if (!req)
-      return wrap(req.error());
-    if (job.admission)
-      req->package_root.clear(); // dropped silently in Cloud
-    auto s = store.update(*name, *req);
-    if (!s)
-      return wrap(s.error());
-    return skill_reply(s.value());
-  }
-  if (a == "box_delete_skill") {
-    auto name = wrapped_field(data, "name");
-    if (!name)
-      return name.error();
-    auto gone = store.remove(*name);
-    if (!gone)
-      return wrap(gone.error());
-    json::writer w;
-    w.begin_object();
-    w.key("deleted").value(gone.value());
-    w.end_object();
-    return w.take();
-  }
-  if (a == "box_scan_skill_directory") {
-    if (job.admission)
-      return box_error{ec::admission, "Scanning arbitrary host skill directories is disabled in Cloud"};
-    auto path = wrapped_field(data, "path");
-    if (!path)
-      return path.error();
-    auto s = store.scan_directory(*path);
-    if (!s)
-      return wrap(s.error());
-    return skills::to_json(s.value());
-  }
-  if (a == "box_list_skill_files") {
-    auto name = wrapped_field(data, "name");
-    if (!name)
-      return name.error();
-    auto path = opt_string(data, "path");
-    if (!path)
-      return wrap(path.error());
-    bool hidden = false;
-    dom::element v;
-    if (data.at_key("include_hidden").get(v) == simdjson::SUCCESS && !v.is_null()) {
-      if (!v.is_bool())
-        return box_error{ec::validation, "include_hidden must be a boolean"};
-      hidden = v.get_bool().value();
-    }
-    int64_t max_entries = 200;
-    if (data.at_key("max_entries").get(v) == simdjson::SUCCESS) {
-      if (v.is_bool() || v.get_int64().get(max_entries) != simdjson::SUCCESS)
-        return box_error{ec::validation, "max_entries must be a positive integer"};
-    }
-    return wrapped(store.list_files(*name, path->value_or("."), hidden, max_entries));
-  }
-  if (a == "box_read_skill_file") {
-    auto name = wrapped_field(data, "name");
-    if (!name)
-      return name.error();
-    auto path = wrapped_field(data, "path");
-    if (!path)
-      return path.error();
-    return wrapped(store.read_file(*name, *path));
-  }
-  if (a == "box_write_skill_file") {
-    auto name = wrapped_field(data, "name");
-    if (!name)
-      return name.error();
-    auto path = wrapped_field(data, "path");
-    if (!path)
-      return path.error();
-    auto content = opt_string(data, "content");
-    if (!content)
-      return wrap(content.error());
-    return wrapped(store.write_file(*name, *path, content->value_or("")));
-  }
-  if (a == "box_preview_skill_zip" || a == "box_install_skill_zip") {
-    auto filename = opt_string(data, "filename");
-    auto subdir = opt_string(data, "source_subdir");
-    auto suffix = opt_string(data, "target_suffix");
-    auto one = opt_string(data, "source_path");
-    for (auto* r : {&filename, &subdir, &suffix, &one})
-      if (!*r)
-        return wrap(r->error());
-    if (job.file_path.empty())
-      return box_error{ec::validation, "Uploaded file is not available"};
-    if (a == "box_preview_skill_zip") {
-      auto xs = store.preview_zip(job.file_path, filename->value_or("skill.zip"), subdir->value_or(""),
-                                  suffix->value_or("upload"));
-      if (!xs)
-        return wrap(xs.error());
-      return skills::to_json(xs.value());
-    }
-    std::vector<std::string> paths;
-    dom::element v;
-    if (data.at_key("source_paths").get(v) == simdjson::SUCCESS && !v.is_null()) {
-      dom::array arr;
-      if (v.get_array().get(arr) != simdjson::SUCCESS)
+  return wrapped(store.list_files(*name, path->value_or("."), hidden, max_entries));
+}
+
+result<std::string> read_file(skills::store& store, const skill_job&, dom::object data) {
+  auto name = wrapped_field(data, "name");
+  if (!name)
+    return name.error();
+  auto path = wrapped_field(data, "path");
+  if (!path)
+    return path.error();
+  return wrapped(store.read_file(*name, *path));
+}
+
+result<std::string> write_file(skills::store& store, const skill_job&, dom::object data) {
+  auto name = wrapped_field(data, "name");
+  if (!name)
+    return name.error();
+  auto path = wrapped_field(data, "path");
+  if (!path)
+    return path.error();
+  auto content = opt_string(data, "content");
+  if (!content)
+    return wrap(content.error());
+  return wrapped(store.write_file(*name, *path, content->value_or("")));
+}
+
+/// box_preview_skill_zip and box_install_skill_zip: the uploaded archive.
+result<std::string> skill_zip(skills::store& store, const skill_job& job, dom::object data) {
+  auto filename = opt_string(data, "filename");
+  auto subdir = opt_string(data, "source_subdir");
+  auto suffix = opt_string(data, "target_suffix");
+  auto one = opt_string(data, "source_path");
+  for (auto* r : {&filename, &subdir, &suffix, &one})
+    if (!*r)
+      return wrap(r->error());
+  if (job.file_path.empty())
+    return box_error{ec::validation, "Uploaded file is not available"};
+  if (job.action == "box_preview_skill_zip")
+    return wrapped_json(store.preview_zip(job.file_path, filename->value_or("skill.zip"),
+                                          subdir->value_or(""), suffix->value_or("upload")));
+  std::vector<std::string> paths;
+  dom::element v;
+  if (data.at_key("source_paths").get(v) == simdjson::SUCCESS && !v.is_null()) {
+    dom::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS)
+      return box_error{ec::validation, "source_paths must be a list of strings"};
+    for (auto item : arr) {
+      std::string_view s;
+      if (item.get_string().get(s) != simdjson::SUCCESS)
         return box_error{ec::validation, "source_paths must be a list of strings"};
-      for (auto item : arr) {
-        std::string_view s;
-        if (item.get_string().get(s) != simdjson::SUCCESS)
-          return box_error{ec::validation, "source_paths must be a list of strings"};
-        paths.emplace_back(s);
-      }
+      paths.emplace_back(s);
     }
-    auto xs = store.install_zip(job.file_path, filename->value_or("skill.zip"), subdir->value_or(""),
-                                suffix->value_or("upload"), paths, one->value_or(""));
-    if (!xs)
-      return wrap(xs.error());
-    return skills::to_json(xs.value());
   }
-  return box_error{ec::value, "Action " + a + " not found"};
+  return wrapped_json(store.install_zip(job.file_path, filename->value_or("skill.zip"),
+                                        subdir->value_or(""), suffix->value_or("upload"), paths,
+                                        one->value_or("")));
+}
+
+/// The skill actions of §2.4 by name.
+constexpr std::pair<std::string_view, action_fn> actions[] = {
+  {"box_list_skills", list_skills},
+  {"box_get_skill", get_skill},
+  {"box_create_skill", create_skill},
+  {"box_update_skill", update_skill},
+  {"box_delete_skill", delete_skill},
+  {"box_scan_skill_directory", scan_directory},
+  {"box_list_skill_files", list_files},
+  {"box_read_skill_file", read_file},
+  {"box_write_skill_file", write_file},
+  {"box_preview_skill_zip", skill_zip},
+  {"box_install_skill_zip", skill_zip},
+};
+
+result<std::string> run(skills::store& store, const skill_job& job, dom::object data) {
+  for (auto& [name, fn] : actions)
+    if (name == job.action)
+      return fn(store, job, data);
+  return box_error{ec::value, "Action " + job.action + " not found"};
 }
 
 } // namespace

@@ -151,13 +151,20 @@ result<skill> store::create(const create_request& req) {
   return std::move(**created);
 }
 
+result<skill> store::existing(const std::string& name) {
+  auto found = get(name);
+  if (!found)
+    return found.error();
+  if (!*found)
+    return invalid("Skill \"" + name + "\" not found");
+  return std::move(**found);
+}
+
 result<skill> store::update(const std::string& name, const create_request& req) {
-  auto current = get(name);
+  auto current = existing(name);
   if (!current)
     return current.error();
-  if (!*current)
-    return invalid("Skill \"" + name + "\" not found");
-  const auto& s = **current;
+  const auto& s = *current;
   const auto requested_name = py::strip(req.name.empty() ? s.name : req.name);
   if (requested_name != s.name)
     return invalid("Renaming skills is not supported");
@@ -185,12 +192,10 @@ result<skill> store::update(const std::string& name, const create_request& req) 
 }
 
 result<std::string> store::remove(const std::string& name) {
-  auto current = get(name);
+  auto current = existing(name);
   if (!current)
     return current.error();
-  if (!*current)
-    return invalid("Skill \"" + name + "\" not found");
-  const auto& rel = (*current)->relative_root;
+  const auto& rel = current->relative_root;
   if (rel.empty() || rel == ".")
     return invalid("Only managed skills under the Box skills root can be deleted");
   auto t = open_store(root_, false);
@@ -287,12 +292,10 @@ result<std::string> store::list_files(const std::string& name, const std::string
   if (max_entries <= 0)
     return invalid("max_entries must be a positive integer");
   max_entries = std::min(max_entries, limits::max_list_entries);
-  auto current = get(name);
+  auto current = existing(name);
   if (!current)
     return current.error();
-  if (!*current)
-    return invalid("Skill \"" + name + "\" not found");
-  auto where = resolve_in_package(root_, **current, path, true);
+  auto where = resolve_in_package(root_, *current, path, true);
   if (!where)
     return where.error();
   auto dir = beneath::open(where->package.get(), where->relative, O_RDONLY | O_DIRECTORY, links::inside);
@@ -310,7 +313,7 @@ result<std::string> store::list_files(const std::string& name, const std::string
   const bool at_root = where->relative == ".";
   json::writer w;
   w.begin_object();
-  skill_ref(w, (*current)->name);
+  skill_ref(w, current->name);
   w.key("base_path").value(at_root ? std::string{"."} : where->relative);
   w.key("entries").begin_array();
   int64_t count = 0;
@@ -344,12 +347,10 @@ result<std::string> store::list_files(const std::string& name, const std::string
 }
 
 result<std::string> store::read_file(const std::string& name, const std::string& path) {
-  auto current = get(name);
+  auto current = existing(name);
   if (!current)
     return current.error();
-  if (!*current)
-    return invalid("Skill \"" + name + "\" not found");
-  auto where = resolve_in_package(root_, **current, path, false);
+  auto where = resolve_in_package(root_, *current, path, false);
   if (!where)
     return where.error();
   // O_NONBLOCK: a FIFO under the name must not hang a worker; it is refused below.
@@ -369,19 +370,17 @@ result<std::string> store::read_file(const std::string& name, const std::string&
     return invalid("Skill file " + where->relative + " is not valid UTF-8 text");
   json::writer w;
   w.begin_object();
-  skill_ref(w, (*current)->name);
+  skill_ref(w, current->name);
   w.key("path").value(where->relative).key("content").value(universal_newlines(*data));
   w.end_object();
   return w.take();
 }
 
 result<std::string> store::write_file(const std::string& name, const std::string& path, const std::string& content) {
-  auto current = get(name);
+  auto current = existing(name);
   if (!current)
     return current.error();
-  if (!*current)
-    return invalid("Skill \"" + name + "\" not found");
-  auto where = resolve_in_package(root_, **current, path, false);
+  auto where = resolve_in_package(root_, *current, path, false);
   if (!where)
     return where.error();
   if (content.size() > limits::text_file_bytes)
@@ -391,13 +390,13 @@ result<std::string> store::write_file(const std::string& name, const std::string
     auto parent = where->relative.substr(0, slash);
     if (auto e = beneath::make_dirs(where->package.get(), parent, 0755, links::inside); e != 0)
       return e == EXDEV ? invalid("path must stay within the skill package root")
-                        : os_error(e, (*current)->package_root + "/" + parent);
+                        : os_error(e, current->package_root + "/" + parent);
   }
   if (auto err = write_text(where->package.get(), where->relative, content, where->shown))
     return err;
   json::writer w;
   w.begin_object();
-  skill_ref(w, (*current)->name);
+  skill_ref(w, current->name);
   w.key("path").value(where->relative);
   w.key("bytes_written").value(static_cast<int64_t>(content.size()));
   w.end_object();
@@ -505,17 +504,15 @@ result<std::string> store::resolve_package_root(const std::string& name) {
   auto valid = validate_name(name);
   if (!valid)
     return valid.error();
-  auto current = get(*valid);
+  auto current = existing(*valid);
   if (!current)
     return current.error();
-  if (!*current)
-    return invalid("Skill \"" + *valid + "\" not found");
-  const auto& rel = (*current)->relative_root;
+  const auto& rel = current->relative_root;
   auto t = open_store(root_, false);
   struct stat st{};
   if (!t || rel.empty() || rel == "." || !beneath::stat(t->fd.get(), rel, links::none, st) || !S_ISDIR(st.st_mode))
     return invalid("Skill \"" + *valid + "\" package directory is unavailable");
-  return (*current)->package_root;
+  return current->package_root;
 }
 
 } // namespace boxrt::skills

@@ -102,6 +102,9 @@ class store {
   /// The first listed skill called `name`, or nullopt.
   result<std::optional<skill>> get(const std::string& name);
 
+  /// The skill called `name`; a validation error `Skill "<name>" not found` when none is.
+  result<skill> existing(const std::string& name);
+
   /// Creates a managed skill or registers a package already inside the root.
   result<skill> create(const create_request& req);
 

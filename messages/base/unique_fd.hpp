@@ -1,9 +1,12 @@
 // One owned file descriptor, closed when its owner goes (the one RAII descriptor of the
-// tree; nothing else calls close() on a descriptor it stores).
+// tree; nothing else calls close() on a descriptor it stores), and the one write-all
+// loop. Standard library and POSIX only: boxrt-init includes it too.
 #pragma once
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <string_view>
 #include <utility>
 
 namespace boxrt {
@@ -37,5 +40,19 @@ class unique_fd {
  private:
   int fd_ = -1;
 };
+
+/// Writes all of `data` to `fd`, retrying short writes and EINTR (a blocking
+/// descriptor); false with errno when the write fails or the peer is gone.
+inline bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    auto n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
 
 } // namespace boxrt

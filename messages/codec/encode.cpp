@@ -25,6 +25,35 @@ void map_object(json::writer& w, std::string_view key, const Map& map) {
   w.end_object();
 }
 
+/// host_path (string or null), host_path_mode, mount_path: a session's or a spec's
+/// workspace mount, in the reference's key order.
+template <class T>
+void host_mount_fields(json::writer& w, const T& x) {
+  w.key("host_path");
+  string_or_null(w, x.host_path);
+  w.key("host_path_mode").value(to_string(x.host_path_mode));
+  w.key("mount_path").value(x.mount_path);
+}
+
+/// persistent to workspace_quota_mb: a session's or a spec's shape, in the reference's
+/// key order.
+template <class T>
+void shape_fields(json::writer& w, const T& x) {
+  w.key("persistent").value(x.persistent);
+  w.key("cpus").value(x.cpus);
+  w.key("memory_mb").value(x.memory_mb);
+  w.key("pids_limit").value(x.pids_limit);
+  w.key("read_only_rootfs").value(x.read_only_rootfs);
+  w.key("workspace_quota_mb").value(x.workspace_quota_mb);
+}
+
+void string_array(json::writer& w, std::string_view key, const std::vector<std::string>& xs) {
+  w.key(key).begin_array();
+  for (const auto& x : xs)
+    w.value(x);
+  w.end_array();
+}
+
 } // namespace
 
 // -- encoders --------------------------------------------------------------------------
@@ -36,16 +65,8 @@ void encode(json::writer& w, const session_info& x) {
   w.key("backend_session_id").value(x.backend_session_id);
   w.key("image").value(x.image);
   w.key("network").value(to_string(x.network));
-  w.key("host_path");
-  string_or_null(w, x.host_path);
-  w.key("host_path_mode").value(to_string(x.host_path_mode));
-  w.key("mount_path").value(x.mount_path);
-  w.key("persistent").value(x.persistent);
-  w.key("cpus").value(x.cpus);
-  w.key("memory_mb").value(x.memory_mb);
-  w.key("pids_limit").value(x.pids_limit);
-  w.key("read_only_rootfs").value(x.read_only_rootfs);
-  w.key("workspace_quota_mb").value(x.workspace_quota_mb);
+  host_mount_fields(w, x);
+  shape_fields(w, x);
   w.key("created_at").value(iso_utc_z(x.created_at));
   w.key("last_used_at").value(iso_utc_z(x.last_used_at));
   if (!x.managed_processes.empty()) {
@@ -89,15 +110,9 @@ void encode(json::writer& w, const process_info& x) {
   w.key("process_id").value(x.process_id);
   w.key("status").value(to_string(x.status));
   w.key("command").value(x.command);
-  w.key("args").begin_array();
-  for (const auto& a : x.args)
-    w.value(a);
-  w.end_array();
+  string_array(w, "args", x.args);
   w.key("cwd").value(x.cwd);
-  w.key("env_keys").begin_array();
-  for (const auto& k : env_keys)
-    w.value(k);
-  w.end_array();
+  string_array(w, "env_keys", env_keys);
   w.key("attached").value(x.attached);
   w.key("started_at").value(iso_utc_z(x.started_at));
   w.key("exited_at");
@@ -152,10 +167,7 @@ void encode(json::writer& w, const box_spec& x) {
   w.key("session_id").value(x.session_id);
   map_object(w, "env", x.env);
   w.key("image").value(x.image);
-  w.key("host_path");
-  string_or_null(w, x.host_path);
-  w.key("host_path_mode").value(to_string(x.host_path_mode));
-  w.key("mount_path").value(x.mount_path);
+  host_mount_fields(w, x);
   w.key("extra_mounts").begin_array();
   for (const auto& m : x.extra_mounts) {
     w.begin_object();
@@ -167,12 +179,7 @@ void encode(json::writer& w, const box_spec& x) {
   w.end_array();
   w.key("skill_name");
   string_or_null(w, x.skill_name);
-  w.key("persistent").value(x.persistent);
-  w.key("cpus").value(x.cpus);
-  w.key("memory_mb").value(x.memory_mb);
-  w.key("pids_limit").value(x.pids_limit);
-  w.key("read_only_rootfs").value(x.read_only_rootfs);
-  w.key("workspace_quota_mb").value(x.workspace_quota_mb);
+  shape_fields(w, x);
   w.end_object();
 }
 

@@ -146,25 +146,8 @@ class http_session final : public session_base {
       unauthorized();
       return;
     }
-    if (!websocket::is_upgrade(req)) {
-      write(make_response(http::status::bad_request, req.version(), false, "text/plain",
-                          "Expected a WebSocket upgrade"));
+    if (!reserve_upgrade(req, "RPC connection"))
       return;
-    }
-    if (srv_.stopping) {
-      write(make_response(http::status::service_unavailable, req.version(), false,
-                          "text/plain", shutdown_close_reason));
-      return;
-    }
-    if (!srv_.reserve_connection()) {
-      spdlog::warn("net: {}: RPC connection refused: {} connections open (the cap)", peer_,
-                   srv_.opts.max_connections);
-      write(make_response(http::status::service_unavailable, req.version(), false,
-                          "text/plain",
-                          fmt::format("Box runtime connection limit reached (max {} connections)",
-                                      srv_.opts.max_connections)));
-      return;
-    }
     // Pinned only by a handshake that upgrades (first come, first served).
     if (!srv_.pins->pin(instance)) {
       srv_.release_connection();
@@ -268,28 +251,36 @@ class http_session final : public session_base {
                           "application/json", error_body(v.error)));
       return;
     }
+    if (!reserve_upgrade(req, "relay for " + pending.label))
+      return;
+    handed_off_ = true;
+    start_relay_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(pending.label),
+                       std::move(pending.target), std::move(entry));
+  }
+
+  /// The last checks of every upgrade: a WebSocket upgrade, a server not stopping, and a
+  /// free connection slot, which is reserved (the socket releases it). False: answered.
+  bool reserve_upgrade(const http::request<http::string_body>& req, const std::string& what) {
     if (!websocket::is_upgrade(req)) {
       write(make_response(http::status::bad_request, req.version(), false, "text/plain",
                           "Expected a WebSocket upgrade"));
-      return;
+      return false;
     }
     if (srv_.stopping) {
       write(make_response(http::status::service_unavailable, req.version(), false,
                           "text/plain", shutdown_close_reason));
-      return;
+      return false;
     }
     if (!srv_.reserve_connection()) {
-      spdlog::warn("net: {}: relay for {} refused: {} connections open (the cap)", peer_,
-                   pending.label, srv_.opts.max_connections);
+      spdlog::warn("net: {}: {} refused: {} connections open (the cap)", peer_, what,
+                   srv_.opts.max_connections);
       write(make_response(http::status::service_unavailable, req.version(), false,
                           "text/plain",
                           fmt::format("Box runtime connection limit reached (max {} connections)",
                                       srv_.opts.max_connections)));
-      return;
+      return false;
     }
-    handed_off_ = true;
-    start_relay_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(pending.label),
-                       std::move(pending.target), std::move(entry));
+    return true;
   }
 
   void ask_health(probe kind, unsigned version, bool keep_alive) {

@@ -71,34 +71,17 @@ class relay_session final : public session_base, private ws_outbox<relay_session
       finish("server stopping");
       return;
     }
-    beast::get_lowest_layer(ws_).expires_never();
-    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
-    timeouts.handshake_timeout = close_timeout;
-    timeouts.idle_timeout = relay_idle_timeout;
-    timeouts.keep_alive_pings = true;
-    ws_.set_option(timeouts);
-    websocket::permessage_deflate pmd;
-    pmd.server_enable = true;
-    ws_.set_option(pmd);
     // The reference offers `mcp`; a client that asks for no subprotocol gets none.
-    bool mcp = offers_mcp(sv(req_[http::field::sec_websocket_protocol]));
-    ws_.set_option(websocket::stream_base::decorator([mcp](websocket::response_type& res) {
-      res.set(http::field::server, "boxrt");
-      if (mcp)
-        res.set(http::field::sec_websocket_protocol, "mcp");
-    }));
-    ws_.read_message_max(srv_.opts.max_message_bytes);
+    prepare_accept(ws_, srv_.opts.max_message_bytes,
+                   {.deflate = true,
+                    .idle = relay_idle_timeout,
+                    .mcp = offers_mcp(sv(req_[http::field::sec_websocket_protocol]))});
     ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
   }
 
   void on_accept(beast::error_code ec) {
-    req_ = {};
-    if (ec) {
-      fail(ec, "relay accept", peer_);
-      finish("upgrade failed");
+    if (!upgraded(ec, "relay accept"))
       return;
-    }
-    accepted_ = true;
     spdlog::info("net: {}: relay open for {}", peer_, label_);
     // Reading from the start notices a client that leaves while it waits; its frames
     // queue for stdin until the relay is attached.

@@ -156,29 +156,16 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     // An actor that fails takes its socket with it.
     actor_->attach_functor([h = handle_] { h->close(1011, "Box runtime connection failed"); });
 
-    beast::get_lowest_layer(ws_).expires_never();
-    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
-    timeouts.handshake_timeout = close_timeout;
-    ws_.set_option(timeouts);
     // Beast compresses inside its write, on this I/O thread: a 12 MiB reply would hold
     // up every connection of the thread, so the offer is declined unless configured.
-    websocket::permessage_deflate pmd;
-    pmd.server_enable = srv_.opts.compression;
-    ws_.set_option(pmd);
-    ws_.set_option(websocket::stream_base::decorator(
-      [](websocket::response_type& res) { res.set(http::field::server, "boxrt"); }));
-    ws_.read_message_max(srv_.opts.max_message_bytes);
+    // No idle timeout: the client's own heartbeat (box_health) is not required.
+    prepare_accept(ws_, srv_.opts.max_message_bytes, {.deflate = srv_.opts.compression});
     ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
   }
 
   void on_accept(beast::error_code ec) {
-    req_ = {};
-    if (ec) {
-      fail(ec, "accept", peer_);
-      finish("upgrade failed");
+    if (!upgraded(ec, "accept"))
       return;
-    }
-    accepted_ = true;
     spdlog::info("net: {}: RPC connection open (instance {})", peer_, instance_);
     maybe_read();
     if (close_)

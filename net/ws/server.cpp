@@ -66,6 +66,27 @@ http::response<http::string_body> make_response(http::status status, unsigned ve
   return res;
 }
 
+void prepare_accept(websocket::stream<beast::tcp_stream>& ws, size_t max_message_bytes,
+                    const accept_options& o) {
+  beast::get_lowest_layer(ws).expires_never();
+  auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+  timeouts.handshake_timeout = close_timeout;
+  if (o.idle.count() > 0) {
+    timeouts.idle_timeout = o.idle;
+    timeouts.keep_alive_pings = true;
+  }
+  ws.set_option(timeouts);
+  websocket::permessage_deflate pmd;
+  pmd.server_enable = o.deflate;
+  ws.set_option(pmd);
+  ws.set_option(websocket::stream_base::decorator([mcp = o.mcp](websocket::response_type& res) {
+    res.set(http::field::server, "boxrt");
+    if (mcp)
+      res.set(http::field::sec_websocket_protocol, "mcp");
+  }));
+  ws.read_message_max(max_message_bytes);
+}
+
 namespace {
 
 /// `ioc.run()`, except that after each handler the thread polls for up to `spin` more

@@ -239,6 +239,22 @@ struct server_core {
   std::vector<std::thread> threads;
 };
 
+/// What differs between the upgrades of this server (RPC, relay).
+struct accept_options {
+  /// The permessage-deflate offer is taken.
+  bool deflate = false;
+  /// Ping a silent client after half of this and drop it after all of it (0: never).
+  std::chrono::seconds idle{0};
+  /// Answer with subprotocol `mcp` (the client offered it).
+  bool mcp = false;
+};
+
+/// Sets what every upgrade sets before its accept: the handshake bounded by
+/// close_timeout, `o`'s idle rule, deflate and subprotocol, the Server header, and the
+/// message cap.
+void prepare_accept(websocket::stream<beast::tcp_stream>& ws, size_t max_message_bytes,
+                    const accept_options& o);
+
 // -- the sessions, one file each --------------------------------------------------------
 
 /// A new HTTP connection (http_session.cpp); the caller runs it.

@@ -7,7 +7,7 @@ namespace boxrt::net {
 
 /// The write side both WebSocket sessions share (the RPC socket and the stdio relay):
 /// one write queue, one write outstanding at a time, and a close that waits for every
-/// message queued before it. `Derived` provides ws_, peer_, accepted_, closing_,
+/// message queued before it. `Derived` provides ws_, req_ (the upgrade), peer_, accepted_, closing_,
 /// finished_, self(), finish(why) and the hooks after_enqueue(), after_write() (a write
 /// completed), reply_done() (a reply left the queue, written or dropped) and
 /// close_requested() (a close was asked for), plus the log labels write_what and
@@ -94,6 +94,20 @@ class ws_outbox {
     overtaken_ = 0;
     if (queue_.empty())
       std::deque<queued>{}.swap(queue_);
+  }
+
+  /// The upgrade's accept finished: the request is dropped, and false means it failed
+  /// (logged as `what`, the session finished).
+  bool upgraded(beast::error_code ec, const char* what) {
+    auto& d = derived();
+    d.req_ = {};
+    if (ec) {
+      fail(ec, what, d.peer_);
+      d.finish("upgrade failed");
+      return false;
+    }
+    d.accepted_ = true;
+    return true;
   }
 
   /// Closes after every message queued so far.
