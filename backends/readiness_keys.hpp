@@ -21,6 +21,9 @@ inline constexpr const char* hard_workspace_quota = "hard_workspace_quota";
 inline constexpr const char* hard_skill_storage_quota = "hard_skill_storage_quota";
 inline constexpr const char* bounded_ephemeral_storage = "bounded_ephemeral_storage";
 inline constexpr const char* inode_quota = "inode_quota";
+/// Text facts (readiness_report::text_details): which nsjail runs, and its version.
+inline constexpr const char* nsjail_path = "nsjail_path";
+inline constexpr const char* nsjail_version = "nsjail_version";
 
 /// The isolation keys admission mode requires, in the readiness error's order.
 inline constexpr std::array<std::string_view, 4> isolation_keys{

@@ -42,6 +42,7 @@ backend_choice select_backend(const box_config& config, const host_options& host
   auto state = (local.host_root.empty() ? std::string{"data/box"} : local.host_root) + "/state";
   auto nsjail = [&]() -> backend_choice {
     nsjail_options o;
+    o.binary = locate_nsjail(local.nsjail_path, own_exe_dir());
     o.base_dir = state + "/nsjail";
     auto b = std::make_shared<nsjail_backend>(o);
     if (auto why = b->probe_availability(); !why.empty())

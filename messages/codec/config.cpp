@@ -34,8 +34,11 @@ constexpr limit_def limit_defs[] = {
 constexpr std::string_view backend_names[] = {"",       "auto",    "local",   "bwrap",
                                               "nsjail", "process", "scripted"};
 
-result<local_config> decode_local(const element& v) {
+result<local_config> decode_local(const element& v, const local_config& base) {
   local_config local;
+  // The rest of `local` is replaced as a whole, as the reference does; the nsjail
+  // program is the operator's choice unless named again.
+  local.nsjail_path = base.nsjail_path;
   if (v.is_null())
     return local;
   object o;
@@ -47,6 +50,8 @@ result<local_config> decode_local(const element& v) {
   if (auto err = r.str("default_workspace", local.default_workspace))
     return *err;
   if (auto err = r.str("skills_root", local.skills_root))
+    return *err;
+  if (auto err = r.str("nsjail_path", local.nsjail_path))
     return *err;
   if (auto roots = r.get("allowed_mount_roots")) {
     std::vector<std::string> entries;
@@ -150,7 +155,7 @@ result<box_config> decode_box_config(const element& data, const box_config& base
   }
 
   if (auto v = lookup(obj, "local")) {
-    auto local = decode_local(*v);
+    auto local = decode_local(*v, base.local);
     if (!local)
       return local.error();
     cfg.local = std::move(local.value());

@@ -28,6 +28,8 @@ void write_readiness(json::writer& w, const instance_settings& s) {
     w.key("details").begin_object();
     for (const auto& [key, value] : s.backend_report.details)
       w.key(key).value(value);
+    for (const auto& [key, value] : s.backend_report.text_details)
+      w.key(key).value(value);
     w.key("limits_mechanism");
     name_or_null(w, s.backend_report.limits_mechanism);
     w.end_object();

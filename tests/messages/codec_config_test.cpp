@@ -126,6 +126,21 @@ BOOST_AUTO_TEST_CASE(each_top_level_key_replaces_the_old_section) {
   BOOST_CHECK_EQUAL(c.limits.max_completed_processes, 1);
 }
 
+BOOST_AUTO_TEST_CASE(the_nsjail_path_is_kept_unless_named_again) {
+  box_config base;
+  base.local.host_root = "/old";
+  base.local.nsjail_path = "/opt/nsjail";
+  // LangBot's box_init sends its whole `local` without boxrt's key: the operator's stays.
+  auto c = check_ok(config_from(R"({"local":{"host_root":"/new"}})", base));
+  BOOST_CHECK_EQUAL(c.local.host_root, "/new");
+  BOOST_CHECK_EQUAL(c.local.nsjail_path, "/opt/nsjail");
+  c = check_ok(config_from(R"({"local":null})", base));
+  BOOST_CHECK_EQUAL(c.local.nsjail_path, "/opt/nsjail");
+  c = check_ok(config_from(R"({"local":{"nsjail_path":"/usr/local/bin/nsjail"}})", base));
+  BOOST_CHECK_EQUAL(c.local.nsjail_path, "/usr/local/bin/nsjail");
+  BOOST_CHECK(check_ok(config_from(R"({"backend":"nsjail"})")).local.nsjail_path.empty());
+}
+
 BOOST_AUTO_TEST_CASE(backend_accepts_only_known_names) {
   for (auto name : {"", "auto", "local", "bwrap", "nsjail", "process", "scripted"}) {
     auto text = std::string{R"({"backend":")"} + name + "\"}";
@@ -142,6 +157,7 @@ BOOST_AUTO_TEST_CASE(local_keys_have_strict_types) {
     {R"({"local":{"host_root":1}})", "box.local.host_root must be a string"},
     {R"({"local":{"default_workspace":true}})", "box.local.default_workspace must be a string"},
     {R"({"local":{"skills_root":{}}})", "box.local.skills_root must be a string"},
+    {R"({"local":{"nsjail_path":7}})", "box.local.nsjail_path must be a string"},
     {R"({"local":{"allowed_mount_roots":5}})",
      "box.local.allowed_mount_roots must be a list or a comma-separated string"},
     {R"({"local":{"allowed_mount_roots":["/a",2]}})", "box.local.allowed_mount_roots[1] must be a string"},
