@@ -3,6 +3,8 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <tuple>
+#include <utility>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -11,6 +13,7 @@
 #include "actors/admission.hpp"
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
+#include "messages/base/pytext.hpp"
 #include "actors/supervisor.hpp"
 #include "backends/mount_policy.hpp"
 
@@ -48,6 +51,18 @@ struct directory_state {
   /// A delayed probe_atom is on its way: one timer chain only, however often a probe
   /// is also started at once (box_init).
   bool probe_timer = false;
+  /// The node's backend, shared with every supervisor.
+  std::shared_ptr<backend_slot> backend;
+  /// A box_init arrived while a probe of the old config ran: probe again when it ends,
+  /// selecting the backend again first when `reselect_next`.
+  bool probe_again = false;
+  bool reselect_next = false;
+  /// The running probe selects the backend first: session slots wait until it is done.
+  bool reselecting = false;
+  /// box_init replies wait for a probe of their config (readiness before the reply).
+  std::vector<caf::typed_response_promise<bool>> init_waiters;
+  /// Slot requests that arrived while the backend was being selected.
+  std::vector<caf::typed_response_promise<bool>> slot_waiters;
 };
 
 using self_ptr = directory_actor::stateful_pointer<directory_state>;
@@ -62,13 +77,25 @@ void broadcast_settings(self_ptr self) {
     st.args.snapshot->set(st.settings);
 }
 
-void submit_probe(self_ptr self) {
+/// Probes readiness on the pool; with `reselect`, selects the backend for the config
+/// first (no session exists, and slot grants wait meanwhile).
+void submit_probe(self_ptr self, bool reselect = false) {
   auto& st = self->state;
-  if (st.probing)
+  if (st.probing) {
+    if (reselect) {
+      st.probe_again = true;
+      st.reselect_next = true;
+    }
     return;
+  }
   st.probing = true;
-  auto job = [backend = st.args.backend, config = st.settings.config, name = st.args.backend_name,
-              reason = st.args.backend_reason] {
+  st.reselecting = reselect && st.args.select;
+  auto job = [slot = st.backend, select = st.reselecting ? st.args.select : backend_selector{},
+              config = st.settings.config] {
+    if (select)
+      slot->set(select(config));
+    auto backend = slot->get();
+    auto [name, reason] = slot->name_and_reason();
     readiness_report report;
     std::string mount_error;
     bool admission = config.admission_mode();
@@ -84,6 +111,15 @@ void submit_probe(self_ptr self) {
     return std::tuple{std::move(report), std::move(mount_error)};
   };
   pool_job(*st.args.pool, caf::actor_cast<directory_actor>(self), std::move(job), probed_atom_v);
+}
+
+/// A global session slot, when one of max_sessions is free.
+bool take_slot(self_ptr self) {
+  auto& st = self->state;
+  if (st.slots_in_use >= st.settings.config.limits.max_sessions)
+    return false;
+  ++st.slots_in_use;
+  return true;
 }
 
 void schedule_probe(self_ptr self) {
@@ -134,7 +170,7 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
   a.directory_key = ws;
   a.directory = caf::actor_cast<directory_actor>(self);
   a.settings = st.settings;
-  a.backend = st.args.backend;
+  a.backend = st.backend;
   a.pool = st.args.pool;
   a.processes = st.args.processes;
   a.store = st.args.store;
@@ -286,9 +322,10 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       st.settings.config.admission_error = err.message;
   if (!st.args.trusted)
     st.args.trusted = std::make_shared<boxrt::trusted_instance>(st.args.trusted_instance);
-  st.settings.backend_name = st.args.backend ? st.args.backend->name() : st.args.backend_name;
+  st.backend = std::make_shared<backend_slot>(st.args.backend, st.args.backend_name,
+                                              st.args.backend_reason);
+  std::tie(st.settings.backend_name, st.settings.backend_reason) = st.backend->name_and_reason();
   st.settings.backend_available = false;
-  st.settings.backend_reason = st.args.backend_reason;
   st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
@@ -385,9 +422,15 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       }
       return make_health(self);
     },
-    [self](init_atom, box_config& next) -> bool {
+    [self](init_atom, box_config& next) -> caf::typed_response_promise<bool> {
       auto& st = self->state;
       const auto& current = st.settings.config;
+      // The backend is selected again only while no session exists (a slot counts from
+      // its request), and only when the config may select another one.
+      bool reselect = st.slots_in_use == 0
+                      && (py::strip(next.backend) != py::strip(current.backend)
+                          || next.local.nsjail_path != current.local.nsjail_path
+                          || !st.backend->get());
       // Admission cannot be switched off at run time (protocol.md §4.9.1): keep the old
       // policy and fail closed with the reference's error.
       if (current.admission_mode() && !next.admission.required) {
@@ -401,16 +444,22 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       }
       st.settings.config = std::move(next);
       broadcast_settings(self);
-      // The readiness verdict is recomputed for the new config at once.
-      submit_probe(self);
-      return true;
+      // The readiness verdict is recomputed for the new config before the reply.
+      auto rp = self->make_response_promise<bool>();
+      st.init_waiters.push_back(rp);
+      if (st.probing)
+        st.probe_again = true;
+      submit_probe(self, reselect);
+      return rp;
     },
-    [self](slot_atom) -> bool {
+    [self](slot_atom) -> caf::result<bool> {
       auto& st = self->state;
-      if (st.slots_in_use >= st.settings.config.limits.max_sessions)
-        return false;
-      ++st.slots_in_use;
-      return true;
+      if (st.reselecting) {
+        auto rp = self->make_response_promise<bool>();
+        st.slot_waiters.push_back(rp);
+        return rp;
+      }
+      return take_slot(self);
     },
     [self](release_atom) {
       if (self->state.slots_in_use > 0)
@@ -427,6 +476,14 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
     [self](probed_atom, readiness_report& report, std::string& mount_error) {
       auto& st = self->state;
       st.probing = false;
+      if (st.reselecting) {
+        st.reselecting = false;
+        auto [name, reason] = st.backend->name_and_reason();
+        if (name != st.settings.backend_name)
+          spdlog::info("directory: box_init selected backend {}", name);
+        st.settings.backend_name = name;
+        st.settings.backend_reason = reason;
+      }
       auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage,
                                  st.args.testing);
       bool first = !st.settings.probed;
@@ -442,8 +499,18 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
         spdlog::info("directory: backend {} {}; readiness {}", st.settings.backend_name,
                      report.available ? "available" : "unavailable", r.ready ? "ready" : "not ready");
       if (first || !(before.backend_report == report) || before.ready != r.ready
-          || before.checks != r.checks)
+          || before.checks != r.checks || before.backend_name != st.settings.backend_name)
         broadcast_settings(self);
+      for (auto& rp : std::exchange(st.slot_waiters, {}))
+        rp.deliver(take_slot(self));
+      if (st.probe_again) {
+        // A box_init came while this probe ran: its reply waits for a probe of its config.
+        st.probe_again = false;
+        submit_probe(self, std::exchange(st.reselect_next, false) && st.slots_in_use == 0);
+      } else {
+        for (auto& rp : std::exchange(st.init_waiters, {}))
+          rp.deliver(true);
+      }
       if (first) {
         for (auto& rp : st.health_waiters)
           rp.deliver(make_health(self));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "actors/backend_slot.hpp"
 #include "actors/settings_snapshot.hpp"
 #include "actors/trusted_instance.hpp"
 #include "actors/process_registry.hpp"
@@ -30,6 +31,9 @@ struct directory_args {
   backend_ptr backend;          // null when no backend is usable
   std::string backend_name;     // selected or requested backend name
   std::string backend_reason;   // why no backend is usable
+  /// Selects the backend a box_init names while no session exists (protocol.md
+  /// §4.10.1); null keeps `backend` for good. Runs on the worker pool.
+  backend_selector select;
   std::shared_ptr<worker_pool> pool;
   /// Managed processes of this node (shared with the relay); null = none can start.
   std::shared_ptr<process_registry> processes;

@@ -9,6 +9,7 @@
 #include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
 #include "backends/state/admission_store.hpp"
+#include "actors/backend_slot.hpp"
 #include "backends/backend.hpp"
 #include "messages/base/worker_pool.hpp"
 
@@ -21,7 +22,8 @@ struct supervisor_args {
   std::string directory_key;
   directory_actor directory;  // session slots and idle reports
   instance_settings settings;
-  backend_ptr backend;   // null when no backend is usable
+  /// The node's backend (its content may change while no session exists).
+  std::shared_ptr<backend_slot> backend;
   std::shared_ptr<worker_pool> pool;
   std::shared_ptr<process_registry> processes;
   /// Durable admission state; null keeps it in memory only (tests of the actor core).

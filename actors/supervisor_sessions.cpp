@@ -75,7 +75,7 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
                   box_error{ec::session_not_found, "session " + logical + " is being deleted"},
                   nullptr);
   }
-  if (!st.args.backend || !s.backend_available) {
+  if (!st.args.backend->get() || !s.backend_available) {
     fail(box_error{ec::backend_unavailable, backend_unavailable_message()});
     return;
   }
@@ -133,7 +133,18 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
           return;
         }
         session_args a;
-        a.backend = st.args.backend;
+        // Read now: a box_init may have selected another backend while no session
+        // existed (the directory holds slot grants back while it does).
+        a.backend = st.args.backend->get();
+        if (!a.backend) {
+          self->send(directory, release_atom_v);
+          auto waiting = std::move(i->second.waiting);
+          st.sessions.erase(i);
+          for (auto& w : waiting)
+            w.fail(box_error{ec::backend_unavailable, backend_unavailable_message()});
+          report_idle(self);
+          return;
+        }
         a.pool = st.args.pool;
         a.supervisor = caf::actor_cast<supervisor_actor>(self);
         a.physical_id = id;
@@ -179,7 +190,7 @@ skill_actor skill_store(self_ptr self) {
   if (!st.skills || st.skills_root != root) {
     if (st.skills)
       caf::anon_send_exit(st.skills, caf::exit_reason::user_shutdown);
-    st.skills = spawn_skill_store(self, root, st.args.pool, st.args.backend);
+    st.skills = spawn_skill_store(self, root, st.args.pool, st.args.backend->get());
     self->monitor(st.skills);
     st.skills_root = root;
     st.children->emplace(st.skills.address(), caf::actor_cast<caf::actor>(st.skills));

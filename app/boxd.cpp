@@ -198,6 +198,13 @@ int main(int argc, char** argv) {
   dargs.trusted = trusted;
   dargs.backend = choice.backend;
   dargs.backend_name = choice.name;
+  // A box_init may name another backend while no session exists (protocol.md §4.10.1).
+  dargs.select = [host](const box_config& box) {
+    auto next = select_backend(box, host);
+    if (next.backend && !next.backend->isolating())
+      spdlog::warn("box_init selected backend \"{}\", which ISOLATES NOTHING", next.backend->name());
+    return backend_pick{next.backend, next.name, next.reason};
+  };
   dargs.backend_reason = choice.reason;
   dargs.pool = pool;
   dargs.processes = processes;

@@ -3,6 +3,7 @@
 // mapped to boxd's push model, coalescing, serialisation, interruption and caps.
 #include "tests/actors/fixture.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <limits>
 
@@ -621,6 +622,74 @@ BOOST_AUTO_TEST_CASE(the_directory_publishes_its_settings_after_the_first_probe_
   next.limits.max_rpc_file_bytes = 4096;
   BOOST_REQUIRE(f.call<bool>(init_atom_v, next).ok());
   BOOST_CHECK_EQUAL(f.snapshot->get()->config.limits.max_rpc_file_bytes, 4096);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// box_init names a backend (protocol.md §4.10.1): selected again while no session exists,
+// with the readiness of the new one before the reply.
+BOOST_AUTO_TEST_SUITE(backend_selection)
+
+namespace {
+
+struct selection_fixture {
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  core_fixture f{[this] {
+    core_fixture::options o;
+    o.backend = false;  // unavailable at start, as a missing bwrap is
+    o.select = [calls = calls](const box_config& c) {
+      ++*calls;
+      if (c.backend != "scripted")
+        return backend_pick{nullptr, c.backend, "no " + c.backend + " in this test"};
+      return backend_pick{std::make_shared<scripted_backend>(c.scripted), "scripted", ""};
+    };
+    return o;
+  }()};
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(box_init_selects_the_named_backend_before_it_replies, selection_fixture) {
+  auto h = f.call<health_info>(health_atom_v);
+  BOOST_REQUIRE(h.ok());
+  BOOST_TEST(!h->settings.backend_available);
+  BOOST_REQUIRE(!f.exec("workspace-a", "s1", "echo x").ok());
+  auto next = f.config;
+  next.backend = "scripted";
+  BOOST_REQUIRE(f.call<bool>(init_atom_v, next).ok());
+  BOOST_TEST(calls->load() == 1);
+  // The reply came after the new backend's readiness: no wait for a background probe.
+  auto s = f.snapshot->get();
+  BOOST_TEST(s->backend_name == "scripted");
+  BOOST_TEST(s->backend_available);
+  auto r = f.exec("workspace-a", "s1", "echo x");
+  BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
+  BOOST_TEST(r->backend_name == "scripted");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_session_keeps_its_backend_through_box_init, selection_fixture) {
+  auto next = f.config;
+  next.backend = "scripted";
+  BOOST_REQUIRE(f.call<bool>(init_atom_v, next).ok());
+  BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
+  // A session exists: naming another backend selects nothing.
+  auto other = next;
+  other.backend = "process";
+  BOOST_REQUIRE(f.call<bool>(init_atom_v, other).ok());
+  BOOST_TEST(calls->load() == 1);
+  BOOST_TEST(f.snapshot->get()->backend_name == "scripted");
+  auto r = f.exec("workspace-a", "s1", "echo y");
+  BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
+  BOOST_TEST(r->backend_name == "scripted");
+}
+
+BOOST_FIXTURE_TEST_CASE(the_same_backend_named_again_is_kept, selection_fixture) {
+  auto next = f.config;
+  next.backend = "scripted";
+  BOOST_REQUIRE(f.call<bool>(init_atom_v, next).ok());
+  next.limits.max_rpc_file_bytes = 4096;
+  BOOST_REQUIRE(f.call<bool>(init_atom_v, next).ok());
+  BOOST_TEST(calls->load() == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -86,6 +86,8 @@ struct core_fixture {
     bool backend = true;
     runtime_limits limits;
     std::optional<std::vector<std::string>> ready_keys;
+    /// Selects the backend a box_init names (null: never selected again).
+    backend_selector select;
   };
 
   caf::actor_system_config cfg;
@@ -128,6 +130,7 @@ struct core_fixture {
     a.pool = pool;
     a.processes = processes;
     a.snapshot = snapshot;
+    a.select = opts.select;
     dir_handle = spawn_directory(sys, std::move(a));
   }
 

@@ -387,6 +387,74 @@ BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_b
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// box_init names a backend (protocol.md §4.10.1): it is selected again while no session
+// exists, and the readiness after the reply is the new backend's.
+BOOST_AUTO_TEST_SUITE(wire_backend_selection)
+
+namespace {
+
+std::string backend_info(net::rpc_client& c) {
+  auto r = c.call("box_get_backend_info", "{}");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  return r.data_json;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(box_init_selects_the_named_backend_while_no_session_exists) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"scripted","available":true})");
+  auto r = c.call("box_init", R"({"backend":"process","local":{"host_root":"box"}})");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  // At once, not after the next background probe.
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true})");
+  auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
+  simdjson::dom::parser p;
+  BOOST_CHECK_EQUAL(str(parse(p, e.data_json), "backend_name"), "process");
+  // A session exists now: the backend it runs on stays, whatever box_init names.
+  r = c.call("box_init", R"({"backend":"scripted","local":{"host_root":"box"}})");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true})");
+  e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo again"})", ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
+  BOOST_CHECK_EQUAL(str(parse(p, e.data_json), "backend_name"), "process");
+}
+
+BOOST_AUTO_TEST_CASE(the_admission_readiness_after_box_init_is_the_named_backends) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  // LangBot's connector sends its whole box config; required_backend nsjail against the
+  // scripted backend fails the required_backend check at once, not seconds later.
+  auto r = c.call("box_init", R"({"backend":"scripted","local":{"host_root":"box"},
+    "admission":{"required":true,"required_backend":"nsjail","max_sessions":1,
+    "max_managed_processes":0,"readiness_cache_sec":0}})");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  auto health = c.call("box_health", "{}");
+  BOOST_CHECK_EQUAL(health.code, 1);
+  BOOST_CHECK_MESSAGE(health.message.find("managed sandbox isolation is not ready") != std::string::npos,
+                      health.message);
+}
+
+BOOST_AUTO_TEST_CASE(box_init_finds_the_real_nsjail_beside_boxd,
+                     *boost::unit_test::precondition(sandbox_precondition)) {
+  boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
+  auto c = connect(boxd);
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true})");
+  auto r = c.call("box_init", R"({"backend":"nsjail","local":{"host_root":"box"}})");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"nsjail","available":true})");
+  auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
+  simdjson::dom::parser p;
+  auto d = parse(p, e.data_json);
+  BOOST_CHECK_EQUAL(str(d, "backend_name"), "nsjail");
+  BOOST_CHECK_EQUAL(str(d, "stdout"), "hi");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(wire_boxctl)
 
 namespace {
