@@ -95,23 +95,13 @@ class http_session final : public session_base {
     if (path == "/rpc/ws") {
       handle_rpc(std::move(req));
     } else if (path == "/healthz" || path == "/readyz") {
-      if (req.method() != http::verb::get) {
-        auto res = make_response(http::status::method_not_allowed, req.version(),
-                                 req.keep_alive(), "text/plain", "Method Not Allowed");
-        res.set(http::field::allow, "GET");
-        write(std::move(res));
+      if (!answer_unless_get(req))
         return;
-      }
       ask_health(path == "/healthz" ? probe::live : probe::ready, req.version(),
                  req.keep_alive());
     } else if (auto target = relay_target(path)) {
-      if (req.method() != http::verb::get) {
-        auto res = make_response(http::status::method_not_allowed, req.version(),
-                                 req.keep_alive(), "text/plain", "Method Not Allowed");
-        res.set(http::field::allow, "GET");
-        write(std::move(res));
+      if (!answer_unless_get(req))
         return;
-      }
       handle_relay(std::move(req), std::move(target->first), std::move(target->second));
     } else {
       write(make_response(http::status::not_found, req.version(), req.keep_alive(),
@@ -256,6 +246,17 @@ class http_session final : public session_base {
     handed_off_ = true;
     start_relay_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(pending.label),
                        std::move(pending.target), std::move(entry));
+  }
+
+  /// Probes and relays take GET only: anything else is answered 405 here. False: answered.
+  bool answer_unless_get(const http::request<http::string_body>& req) {
+    if (req.method() == http::verb::get)
+      return true;
+    auto res = make_response(http::status::method_not_allowed, req.version(), req.keep_alive(),
+                             "text/plain", "Method Not Allowed");
+    res.set(http::field::allow, "GET");
+    write(std::move(res));
+    return false;
   }
 
   /// The last checks of every upgrade: a WebSocket upgrade, a server not stopping, and a
