@@ -23,8 +23,10 @@ struct backend_pick {
   std::string reason;
 };
 
-/// Selects the backend a config names (boxd: backends/registry's select_backend).
-using backend_selector = std::function<backend_pick(const box_config&)>;
+/// Selects the backend a config names (boxd: backends/registry's select_backend). It
+/// gets the current backend, which it returns when the config would select the same
+/// one again (a second bwrap on the same state folder could not take its lock).
+using backend_selector = std::function<backend_pick(const box_config&, const backend_ptr& current)>;
 
 class backend_slot {
  public:

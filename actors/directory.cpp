@@ -53,17 +53,23 @@ struct directory_state {
   bool probe_timer = false;
   /// The node's backend, shared with every supervisor.
   std::shared_ptr<backend_slot> backend;
+  /// What the current backend was selected for: `backend` and `local.nsjail_path`.
+  std::string selected_for;
   /// A box_init arrived while a probe of the old config ran: probe again when it ends,
   /// selecting the backend again first when `reselect_next`.
   bool probe_again = false;
   bool reselect_next = false;
-  /// The running probe selects the backend first: session slots wait until it is done.
-  bool reselecting = false;
+  /// The running probe selected a backend: it is installed when the probe ends, if no
+  /// session exists then (else it is dropped and the current one probed again).
+  std::shared_ptr<backend_pick> pending;
   /// box_init replies wait for a probe of their config (readiness before the reply).
   std::vector<caf::typed_response_promise<bool>> init_waiters;
-  /// Slot requests that arrived while the backend was being selected.
-  std::vector<caf::typed_response_promise<bool>> slot_waiters;
 };
+
+/// The part of a config that selects the backend.
+std::string selection_of(const box_config& c) {
+  return std::string{py::strip(c.backend)} + '\0' + c.local.nsjail_path;
+}
 
 using self_ptr = directory_actor::stateful_pointer<directory_state>;
 
@@ -89,13 +95,14 @@ void submit_probe(self_ptr self, bool reselect = false) {
     return;
   }
   st.probing = true;
-  st.reselecting = reselect && st.args.select;
-  auto job = [slot = st.backend, select = st.reselecting ? st.args.select : backend_selector{},
+  st.pending = reselect && st.args.select ? std::make_shared<backend_pick>() : nullptr;
+  auto job = [slot = st.backend, pending = st.pending, select = st.args.select,
               config = st.settings.config] {
-    if (select)
-      slot->set(select(config));
-    auto backend = slot->get();
-    auto [name, reason] = slot->name_and_reason();
+    // A selected backend is probed here and installed by the directory afterwards.
+    if (pending)
+      *pending = select(config, slot->get());
+    auto backend = pending ? pending->backend : slot->get();
+    auto [name, reason] = pending ? std::pair{pending->name, pending->reason} : slot->name_and_reason();
     readiness_report report;
     std::string mount_error;
     bool admission = config.admission_mode();
@@ -324,6 +331,8 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
     st.args.trusted = std::make_shared<boxrt::trusted_instance>(st.args.trusted_instance);
   st.backend = std::make_shared<backend_slot>(st.args.backend, st.args.backend_name,
                                               st.args.backend_reason);
+  st.args.backend = nullptr;  // the slot is its one owner here
+  st.selected_for = selection_of(st.settings.config);
   std::tie(st.settings.backend_name, st.settings.backend_reason) = st.backend->name_and_reason();
   st.settings.backend_available = false;
   st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
@@ -428,9 +437,7 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       // The backend is selected again only while no session exists (a slot counts from
       // its request), and only when the config may select another one.
       bool reselect = st.slots_in_use == 0
-                      && (py::strip(next.backend) != py::strip(current.backend)
-                          || next.local.nsjail_path != current.local.nsjail_path
-                          || !st.backend->get());
+                      && (selection_of(next) != st.selected_for || !st.backend->get());
       // Admission cannot be switched off at run time (protocol.md §4.9.1): keep the old
       // policy and fail closed with the reference's error.
       if (current.admission_mode() && !next.admission.required) {
@@ -452,15 +459,7 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       submit_probe(self, reselect);
       return rp;
     },
-    [self](slot_atom) -> caf::result<bool> {
-      auto& st = self->state;
-      if (st.reselecting) {
-        auto rp = self->make_response_promise<bool>();
-        st.slot_waiters.push_back(rp);
-        return rp;
-      }
-      return take_slot(self);
-    },
+    [self](slot_atom) -> bool { return take_slot(self); },
     [self](release_atom) {
       if (self->state.slots_in_use > 0)
         --self->state.slots_in_use;
@@ -476,18 +475,33 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
     [self](probed_atom, readiness_report& report, std::string& mount_error) {
       auto& st = self->state;
       st.probing = false;
-      if (st.reselecting) {
-        st.reselecting = false;
-        auto [name, reason] = st.backend->name_and_reason();
-        if (name != st.settings.backend_name)
-          spdlog::info("directory: box_init selected backend {}", name);
-        st.settings.backend_name = name;
-        st.settings.backend_reason = reason;
+      auto before = st.settings;
+      if (auto pick = std::exchange(st.pending, nullptr)) {
+        if (st.slots_in_use > 0) {
+          // A session started meanwhile, on the current backend: it stays, and the
+          // readiness is the current backend's again.
+          spdlog::info("directory: a session started while backend {} was selected; keeping {}",
+                       pick->name, st.settings.backend_name);
+          st.probe_again = true;
+        } else {
+          if (pick->name != st.settings.backend_name)
+            spdlog::info("directory: box_init selected backend {}", pick->name);
+          st.selected_for = selection_of(st.settings.config);
+          st.backend->set(*pick);
+          std::tie(st.settings.backend_name, st.settings.backend_reason)
+            = st.backend->name_and_reason();
+        }
+      }
+      if (st.probe_again && st.settings.probed) {
+        // A box_init came while this probe ran (or its backend was not installed): its
+        // reply waits for a probe of its config and of the backend in place.
+        st.probe_again = false;
+        submit_probe(self, std::exchange(st.reselect_next, false) && st.slots_in_use == 0);
+        return;
       }
       auto r = compute_readiness(st.settings.config, report, mount_error, st.args.unsafe_soft_storage,
                                  st.args.testing);
       bool first = !st.settings.probed;
-      auto before = st.settings;
       st.settings.backend_report = report;
       st.settings.backend_available = report.available;
       st.settings.ready = r.ready;
@@ -501,10 +515,8 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       if (first || !(before.backend_report == report) || before.ready != r.ready
           || before.checks != r.checks || before.backend_name != st.settings.backend_name)
         broadcast_settings(self);
-      for (auto& rp : std::exchange(st.slot_waiters, {}))
-        rp.deliver(take_slot(self));
       if (st.probe_again) {
-        // A box_init came while this probe ran: its reply waits for a probe of its config.
+        // A box_init came during the first probe: its reply waits for a probe of its config.
         st.probe_again = false;
         submit_probe(self, std::exchange(st.reselect_next, false) && st.slots_in_use == 0);
       } else {

@@ -22,7 +22,9 @@
 #include "app/entitlements_file.hpp"
 #include "backends/state/admission_store.hpp"
 #include "backends/mount_policy.hpp"
+#include "backends/bwrap/bwrap.hpp"
 #include "backends/registry.hpp"
+#include "messages/base/pytext.hpp"
 #include "net/ws/server.hpp"
 
 using namespace boxrt;
@@ -199,13 +201,23 @@ int main(int argc, char** argv) {
   dargs.backend = choice.backend;
   dargs.backend_name = choice.name;
   // A box_init may name another backend while no session exists (protocol.md §4.10.1).
-  dargs.select = [host](const box_config& box) {
+  dargs.select = [host](const box_config& box, const backend_ptr& current) {
+    // bwrap again on the same state folder: the current one (it holds the folder's lock).
+    auto wanted = py::strip(box.backend);
+    bool bwrap_wanted = wanted.empty() || wanted == "auto" || wanted == "local" || wanted == "bwrap";
+    if (auto* b = dynamic_cast<bwrap_backend*>(current.get());
+        b && bwrap_wanted && b->options().state_dir == bwrap_options_for(box, host).state_dir)
+      return backend_pick{current, "bwrap", ""};
     auto next = select_backend(box, host);
-    if (next.backend && !next.backend->isolating())
-      spdlog::warn("box_init selected backend \"{}\", which ISOLATES NOTHING", next.backend->name());
+    if (next.backend) {
+      next.backend->cleanup_orphans();
+      if (!next.backend->isolating())
+        spdlog::warn("box_init selected backend \"{}\", which ISOLATES NOTHING", next.backend->name());
+    }
     return backend_pick{next.backend, next.name, next.reason};
   };
   dargs.backend_reason = choice.reason;
+  choice.backend.reset();  // the directory's backend slot is its owner from here
   dargs.pool = pool;
   dargs.processes = processes;
   dargs.unsafe_soft_storage = cfg.unsafe_soft_storage;

@@ -75,6 +75,8 @@ class bwrap_backend : public backend {
   /// not root, the state directory owned by another live boxd.
   const std::string& unavailable_reason() const { return unavailable_; }
 
+  const bwrap_options& options() const noexcept { return opts_; }
+
   /// Starts a throw-away sandbox and runs `true` in it; "" when that works, else why.
   /// Blocking (about 15 ms).
   std::string self_test();

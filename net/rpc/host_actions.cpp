@@ -67,7 +67,8 @@ void do_init(connection_env& env, const element& data, const action_context*, do
       [self, directory, next, done](reply r) {
         if (r.error)
           return done(std::move(r));
-        self->request(directory, caf::infinite, init_atom_v, *next)
+        // Bounded: the reply waits for a readiness probe, which may start a sandbox.
+        self->request(directory, stop_timeout, init_atom_v, *next)
           .then([done](bool) { done(success(R"({"initialized":true})")); },
                 [done](caf::error& err) { done(failure(from_caf_error(err))); });
       });

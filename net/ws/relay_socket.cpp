@@ -123,6 +123,13 @@ class relay_session final : public session_base, private ws_outbox<relay_session
       return;
     if (!err) {
       attached_ = true;
+      // The grant is for the process of this id now: one started again since the
+      // handshake is not the one this relay was opened for.
+      if (!srv_.processes
+          || srv_.processes->find(target_.session_id, target_.process_id) != entry_) {
+        request_close(1000, relay_exited_reason);
+        return;
+      }
       start_relay();
     } else if (err.code == ec::busy) {
       spdlog::info("net: {}: relay for {} gave up after {} ms: another relay holds the process",

@@ -637,7 +637,7 @@ struct selection_fixture {
   core_fixture f{[this] {
     core_fixture::options o;
     o.backend = false;  // unavailable at start, as a missing bwrap is
-    o.select = [calls = calls](const box_config& c) {
+    o.select = [calls = calls](const box_config& c, const backend_ptr&) {
       ++*calls;
       if (c.backend != "scripted")
         return backend_pick{nullptr, c.backend, "no " + c.backend + " in this test"};

@@ -437,6 +437,21 @@ BOOST_AUTO_TEST_CASE(the_admission_readiness_after_box_init_is_the_named_backend
                       health.message);
 }
 
+BOOST_AUTO_TEST_CASE(naming_the_running_bwrap_keeps_it_usable,
+                     *boost::unit_test::precondition(sandbox_precondition)) {
+  // "" selected bwrap at start; "bwrap" and "local" select it again, and a second bwrap
+  // on the same state folder could not take the folder's lock: the running one stays.
+  boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
+  auto c = connect(boxd);
+  for (const char* name : {"bwrap", "local", ""}) {
+    auto r = c.call("box_init", std::string{R"({"backend":")"} + name + R"(","local":{"host_root":"box"}})");
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true})");
+  }
+  auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
+}
+
 BOOST_AUTO_TEST_CASE(box_init_finds_the_real_nsjail_beside_boxd,
                      *boost::unit_test::precondition(sandbox_precondition)) {
   boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
