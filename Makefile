@@ -37,6 +37,7 @@ bench: build
 ASAN_BUILD ?= build-asan
 test-asan: bootstrap
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DBOXRT_SANITIZE=address,undefined
+	@scripts/fetch-nsjail $(ASAN_BUILD)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	scripts/run-sanitized $(ASAN_BUILD)
 
@@ -45,6 +46,7 @@ test-asan: bootstrap
 TSAN_BUILD ?= build-tsan
 test-tsan: bootstrap
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DBOXRT_SANITIZE=thread
+	@scripts/fetch-nsjail $(TSAN_BUILD)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_messages test_backends boxrt-init
 	scripts/run-sanitized $(TSAN_BUILD) thread
 
