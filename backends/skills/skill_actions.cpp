@@ -227,27 +227,32 @@ result<std::string> list_files(skills::store& store, const skill_job&, dom::obje
   return wrapped(store.list_files(*name, path->value_or("."), hidden, max_entries));
 }
 
-result<std::string> read_file(skills::store& store, const skill_job&, dom::object data) {
+/// The `name` and `path` a file action needs, both required strings (wrapped).
+result<std::pair<std::string, std::string>> name_and_path(dom::object data) {
   auto name = wrapped_field(data, "name");
   if (!name)
     return name.error();
   auto path = wrapped_field(data, "path");
   if (!path)
     return path.error();
-  return wrapped(store.read_file(*name, *path));
+  return std::pair{std::move(*name), std::move(*path)};
+}
+
+result<std::string> read_file(skills::store& store, const skill_job&, dom::object data) {
+  auto target = name_and_path(data);
+  if (!target)
+    return target.error();
+  return wrapped(store.read_file(target->first, target->second));
 }
 
 result<std::string> write_file(skills::store& store, const skill_job&, dom::object data) {
-  auto name = wrapped_field(data, "name");
-  if (!name)
-    return name.error();
-  auto path = wrapped_field(data, "path");
-  if (!path)
-    return path.error();
+  auto target = name_and_path(data);
+  if (!target)
+    return target.error();
   auto content = opt_string(data, "content");
   if (!content)
     return wrap(content.error());
-  return wrapped(store.write_file(*name, *path, content->value_or("")));
+  return wrapped(store.write_file(target->first, target->second, content->value_or("")));
 }
 
 /// box_preview_skill_zip and box_install_skill_zip: the uploaded archive.
