@@ -39,6 +39,9 @@ class http_session final : public session_base {
     return std::static_pointer_cast<http_session>(shared_from_this());
   }
 
+  /// Where answers from actors are posted (io_gate::post).
+  auto io_executor() { return stream_.get_executor(); }
+
   void run() override {
     srv_.add(shared_from_this());
     asio::dispatch(stream_.get_executor(), [s = self()] { s->do_read(); });
@@ -188,12 +191,7 @@ class http_session final : public session_base {
     auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
                     std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r) {
       auto deliver = [weak, gate](relay_verdict v) {
-        std::shared_lock lock{gate->mtx};
-        if (!gate->open)
-          return;
-        if (auto s = weak.lock())
-          asio::post(s->stream_.get_executor(),
-                     [s, v = std::move(v)]() mutable { s->on_verdict(std::move(v)); });
+        gate->post(weak, [v = std::move(v)](http_session& s) mutable { s.on_verdict(std::move(v)); });
       };
       ask->request(dir, relay_verdict_timeout, relay_atom_v, std::move(r))
         .then([deliver](relay_verdict& v) { deliver(std::move(v)); },
@@ -300,12 +298,9 @@ class http_session final : public session_base {
     auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
                     std::shared_ptr<io_gate> gate, directory_actor dir) {
       auto deliver = [weak, gate](std::optional<health_info> info) {
-        std::shared_lock lock{gate->mtx};
-        if (!gate->open)
-          return;
-        if (auto s = weak.lock())
-          asio::post(s->stream_.get_executor(),
-                     [s, info = std::move(info)]() mutable { s->on_health(std::move(info)); });
+        gate->post(weak, [info = std::move(info)](http_session& s) mutable {
+          s.on_health(std::move(info));
+        });
       };
       ask->request(dir, health_timeout, health_atom_v)
         .then([deliver](health_info& info) { deliver(std::move(info)); },

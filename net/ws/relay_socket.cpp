@@ -47,6 +47,9 @@ class relay_session final : public session_base, private ws_outbox<relay_session
     return std::static_pointer_cast<relay_session>(shared_from_this());
   }
 
+  /// Where answers from actors and pool jobs are posted (io_gate::post).
+  auto io_executor() { return ws_.get_executor(); }
+
   /// Registers and accepts the upgrade.
   void run() override {
     srv_.add(shared_from_this());
@@ -101,12 +104,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
                      std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r,
                      caf::duration timeout) -> caf::behavior {
       auto deliver = [weak, gate](box_error err) {
-        std::shared_lock lock{gate->mtx};
-        if (!gate->open)
-          return;
-        if (auto s = weak.lock())
-          asio::post(s->ws_.get_executor(),
-                     [s, err = std::move(err)]() mutable { s->on_attach(std::move(err)); });
+        gate->post(weak, [err = std::move(err)](relay_session& s) mutable { s.on_attach(std::move(err)); });
       };
       self->request(dir, timeout, attach_atom_v, std::move(r))
         .then([deliver](bool) { deliver({}); },
@@ -244,11 +242,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
     srv_.pool->submit([weak = std::weak_ptr<relay_session>{self()}, gate = srv_.gate,
                        process = entry_->process, data = std::move(data), n] {
       bool ok = process->write_stdin(data);
-      std::shared_lock lock{gate->mtx};
-      if (!gate->open)
-        return;
-      if (auto s = weak.lock())
-        asio::post(s->ws_.get_executor(), [s, ok, n] { s->on_stdin_written(ok, n); });
+      gate->post(weak, [ok, n](relay_session& s) { s.on_stdin_written(ok, n); });
     });
   }
 

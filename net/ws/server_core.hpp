@@ -105,6 +105,18 @@ http::response<http::string_body> make_response(http::status status, unsigned ve
 struct io_gate {
   std::shared_mutex mtx;
   bool open = true;
+
+  /// Runs `fn(session)` on the session's I/O executor (`io_executor()`), called from any
+  /// thread (an actor, a pool job): nothing happens once the server stopped or the
+  /// session is gone. The read lock keeps the io_context alive while the post happens.
+  template <class Session, class Fn>
+  void post(const std::weak_ptr<Session>& weak, Fn fn) {
+    std::shared_lock lock{mtx};
+    if (!open)
+      return;
+    if (auto s = weak.lock())
+      asio::post(s->io_executor(), [s, fn = std::move(fn)]() mutable { fn(*s); });
+  }
 };
 
 /// One socket of the server: an HTTP connection before its upgrade, an RPC socket or a
