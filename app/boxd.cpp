@@ -22,7 +22,7 @@
 #include "app/entitlements_file.hpp"
 #include "backends/state/admission_store.hpp"
 #include "backends/mount_policy.hpp"
-#include "backends/bwrap/bwrap.hpp"
+#include "backends/sandbox/sandbox.hpp"
 #include "backends/registry.hpp"
 #include "messages/base/pytext.hpp"
 #include "net/ws/server.hpp"
@@ -202,11 +202,12 @@ int main(int argc, char** argv) {
   dargs.backend_name = choice.name;
   // A box_init may name another backend while no session exists (protocol.md §4.10.1).
   dargs.select = [host](const box_config& box, const backend_ptr& current) {
-    // bwrap again on the same state folder: the current one (it holds the folder's lock).
+    // bwrap again on the same state folder: the current one, not a second backend.
     auto wanted = py::strip(box.backend);
     bool bwrap_wanted = wanted.empty() || wanted == "auto" || wanted == "local" || wanted == "bwrap";
-    if (auto* b = dynamic_cast<bwrap_backend*>(current.get());
-        b && bwrap_wanted && b->options().state_dir == bwrap_options_for(box, host).state_dir)
+    if (auto* b = dynamic_cast<sandbox_backend*>(current.get());
+        b && bwrap_wanted && b->options().driver == sandbox_driver::bwrap
+        && b->options().state_dir == sandbox_options_for(box, host).state_dir)
       return backend_pick{current, "bwrap", ""};
     auto next = select_backend(box, host);
     if (next.backend) {

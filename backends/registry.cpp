@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "backends/bwrap/bwrap.hpp"
+#include "backends/sandbox/sandbox.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/nsjail/nsjail.hpp"
 #include "backends/process/process_backend.hpp"
@@ -14,9 +14,9 @@
 
 namespace boxrt {
 
-bwrap_options bwrap_options_for(const box_config& config, const host_options& host) {
+sandbox_options sandbox_options_for(const box_config& config, const host_options& host) {
   auto local = resolve_local(config.local);
-  bwrap_options o;
+  sandbox_options o;
   auto root = local.host_root.empty() ? std::string{"data/box"} : local.host_root;
   o.state_dir = root + "/state";
   o.skills_tenants_dir = local.skills_root + "/tenants";
@@ -40,18 +40,19 @@ backend_choice select_backend(const box_config& config, const host_options& host
     return {std::make_shared<scripted_backend>(config.scripted), "scripted", ""};
   auto local = resolve_local(config.local);
   auto state = (local.host_root.empty() ? std::string{"data/box"} : local.host_root) + "/state";
+  // nsjail: the same warm sandbox backend as bwrap, with nsjail as its driver.
   auto nsjail = [&]() -> backend_choice {
-    nsjail_options o;
-    o.binary = locate_nsjail(local.nsjail_path, own_exe_dir());
-    o.base_dir = state + "/nsjail";
-    auto b = std::make_shared<nsjail_backend>(o);
-    if (auto why = b->probe_availability(); !why.empty())
+    auto o = sandbox_options_for(config, host);
+    o.driver = sandbox_driver::nsjail;
+    o.nsjail_path = locate_nsjail(local.nsjail_path, own_exe_dir());
+    auto b = std::make_shared<sandbox_backend>(o);
+    if (auto why = b->unavailable_reason(); !why.empty())
       return {nullptr, "nsjail", "nsjail backend unavailable: " + why};
     return {b, "nsjail", ""};
   };
   bool automatic = requested.empty() || requested == "auto" || requested == "local";
   if (automatic || requested == "bwrap") {
-    auto b = std::make_shared<bwrap_backend>(bwrap_options_for(config, host));
+    auto b = std::make_shared<sandbox_backend>(sandbox_options_for(config, host));
     auto why = b->unavailable_reason();
     // `auto` takes bwrap only when a probe sandbox really runs; then nsjail if it is
     // there. Never the unisolated process backend.

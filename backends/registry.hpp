@@ -29,12 +29,12 @@ struct host_options {
 /// A named backend that is unavailable never falls back to another one.
 backend_choice select_backend(const box_config& config, const host_options& host = {});
 
-struct bwrap_options;
+struct sandbox_options;
 
 /// The bwrap backend's options derived from `box.local` (state under the host root,
 /// skill storage under the skills root, workspaces under the default workspace's
 /// tenants folder) and `host`.
-bwrap_options bwrap_options_for(const box_config& config, const host_options& host = {});
+sandbox_options sandbox_options_for(const box_config& config, const host_options& host = {});
 
 /// The reference's BoxBackendUnavailableError text, for execs without a backend.
 std::string backend_unavailable_message();

@@ -1,6 +1,7 @@
-// boxrt-init: the process that keeps a warm bwrap sandbox alive. It runs inside the
-// sandbox (already in its namespaces, as the unprivileged sandbox uid, under the seccomp
-// filter), reads exec requests on stdin and answers on stdout (backends/init/init_protocol.hpp).
+// boxrt-init: the process that keeps a warm sandbox alive. It runs inside the sandbox
+// (already in its namespaces, as the unprivileged sandbox uid, under the seccomp filter
+// that bwrap applied, or that it applies itself first under nsjail, where it is also
+// the reaper of the pid namespace and serves as that reaper's child), reads exec requests on stdin and answers on stdout (backends/init/init_protocol.hpp).
 // Per exec it creates and enters the workdir itself, forks `/bin/sh -c CMD` in a process
 // group of its own, collects both output streams (capped as it reads) and the exit
 // status, then kills whatever the command left running in its group. It also starts
@@ -11,6 +12,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -415,13 +418,67 @@ proto::exec_reply run(const proto::exec_request& req) {
   return finish();
 }
 
+/// Installs the seccomp program waiting on proto::seccomp_fd (nsjail cannot apply a BPF
+/// program itself). Fails closed: false when it is missing, malformed or refused.
+bool install_seccomp() {
+  std::string program;
+  char chunk[4096];
+  for (;;) {
+    auto n = ::read(proto::seccomp_fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return false;
+    if (n == 0)
+      break;
+    program.append(chunk, static_cast<size_t>(n));
+    if (program.size() > (1u << 20))
+      return false;
+  }
+  ::close(proto::seccomp_fd);
+  if (program.empty() || program.size() % sizeof(sock_filter) != 0)
+    return false;
+  sock_fprog prog{};
+  prog.len = static_cast<unsigned short>(program.size() / sizeof(sock_filter));
+  prog.filter = reinterpret_cast<sock_filter*>(program.data());
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+/// As pid 1 of the sandbox (nsjail): forks the init that serves the host and stays
+/// behind as the namespace's reaper, as bwrap's own reaper does. It holds no
+/// descriptor, has no signal handler (so nothing inside can signal it: the kernel
+/// drops such signals to a namespace's init) and exits with the serving init's status,
+/// which ends the namespace. Returns in the serving child only.
+void become_reaper_parent() {
+  pid_t child = ::fork();
+  if (child < 0)
+    ::_exit(1);
+  if (child == 0)
+    return;
+  ::close_range(0, ~0U, 0);
+  for (;;) {
+    int status = 0;
+    pid_t p = ::wait(&status);
+    if (p == child)
+      ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+    if (p < 0 && errno == ECHILD)
+      ::_exit(1);
+  }
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
   // Not dumpable: a command of the same uid can then neither open /proc/<init>/fd/*
   // (init's pipes to the host) nor read its memory; the seccomp filter refuses the
   // rest (signals, pidfd_getfd, ptrace). Children undo this right before they exec.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (argc > 1 && std::string{argv[1]} == proto::seccomp_flag) {
+    if (!install_seccomp())
+      return 3;
+    if (::getpid() == 1)
+      become_reaper_parent();
+  }
   ::signal(SIGPIPE, SIG_IGN);
   // The host's channel arrives above stdio (see init_protocol::channel_in).
   if (::fcntl(proto::channel_in, F_GETFD) != -1 && ::fcntl(proto::channel_out, F_GETFD) != -1) {
@@ -430,7 +487,8 @@ int main() {
     ::close(proto::channel_in);
     ::close(proto::channel_out);
   }
-  // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap); our managed
+  // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap's, or ours
+  // above); our managed
   // children by us, on SIGCHLD (children unblock it again).
   sigset_t chld;
   sigemptyset(&chld);

@@ -48,6 +48,12 @@ namespace boxrt::init_protocol {
 inline constexpr int channel_in = 8;
 inline constexpr int channel_out = 9;
 
+/// Where init finds the seccomp program (raw BPF, as bwrap's --seccomp takes it) when
+/// it is started with `--seccomp-fd` (nsjail, which cannot apply a BPF program itself):
+/// init then installs it, becomes the reaper of its pid namespace and runs as its child.
+inline constexpr int seccomp_fd = 10;
+inline constexpr const char* seccomp_flag = "--seccomp-fd";
+
 /// Upper bound of one frame; larger lengths mean a broken peer.
 inline constexpr uint32_t max_frame_bytes = 64u << 20;
 

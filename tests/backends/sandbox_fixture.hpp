@@ -1,5 +1,5 @@
 // A real isolating backend in a private temporary root, for the isolation regression
-// tests (tests/backends/bwrap/isolation.cpp): every wall there is tried by a hostile program
+// tests (tests/backends/sandbox/isolation.cpp): every wall there is tried by a hostile program
 // inside a real sandbox. Needs root and bubblewrap, as CI has; skipped elsewhere.
 #pragma once
 
@@ -17,13 +17,37 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 
-#include "backends/bwrap/bwrap.hpp"
+#include "backends/sandbox/sandbox.hpp"
 
 namespace boxrt::testing {
 
+/// The driver these suites run on: BOXRT_TEST_DRIVER=nsjail (CTest's
+/// test_backends_nsjail) or bwrap (the default). The same tests, so every wall is tried
+/// on both.
+inline sandbox_driver test_driver() {
+  const char* d = std::getenv("BOXRT_TEST_DRIVER");
+  return d != nullptr && std::string_view{d} == "nsjail" ? sandbox_driver::nsjail : sandbox_driver::bwrap;
+}
+
+/// nsjail as `make build` provides it, beside boxd (and boxrt-init) in the build folder.
+inline std::string test_nsjail_path() {
+  return std::filesystem::path{BOXRT_TEST_BUILD_DIR}.parent_path().string() + "/nsjail";
+}
+
+/// Options of a test backend on `driver` with its state under `root`.
+inline void use_test_driver(sandbox_options& o) {
+  o.driver = test_driver();
+  if (o.driver == sandbox_driver::nsjail)
+    o.nsjail_path = test_nsjail_path();
+}
+
 inline bool sandbox_capable() {
-  return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;
+  if (::geteuid() != 0)
+    return false;
+  return test_driver() == sandbox_driver::nsjail ? ::access(test_nsjail_path().c_str(), X_OK) == 0
+                                                 : ::access("/usr/bin/bwrap", X_OK) == 0;
 }
 
 inline boost::test_tools::assertion_result sandbox_precondition(boost::unit_test::test_unit_id) {
@@ -37,6 +61,7 @@ struct sandbox_fixture {
     opts.state_dir = root + "/state";
     opts.skills_tenants_dir = root + "/skills/tenants";
     opts.skills_quota_mb = 8;
+    use_test_driver(opts);
     make_backend();
   }
   ~sandbox_fixture() {
@@ -48,7 +73,7 @@ struct sandbox_fixture {
 
   void make_backend() {
     backend.reset();
-    backend = std::make_unique<bwrap_backend>(opts);
+    backend = std::make_unique<sandbox_backend>(opts);
     BOOST_REQUIRE_MESSAGE(backend->unavailable_reason().empty(), backend->unavailable_reason());
   }
 
@@ -77,8 +102,8 @@ struct sandbox_fixture {
   std::string tenant(const std::string& hex24) const { return root + "/workspaces/tenants/ws-" + hex24; }
 
   std::string root;
-  bwrap_options opts;
-  std::unique_ptr<bwrap_backend> backend;
+  sandbox_options opts;
+  std::unique_ptr<sandbox_backend> backend;
 };
 
 /// "name value" lines (a probe's report) as a map.

@@ -32,6 +32,16 @@ inline const std::string admission_bwrap_box = R"({
     "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
     "readiness_cache_sec": 0}})";
 
+/// The same admission policy on real nsjail sandboxes (the driver `make build` provides
+/// beside boxd), as LangBot's Cloud mode requires it.
+inline const std::string admission_nsjail_box = R"({
+  "backend": "nsjail",
+  "local": {"host_root": "box"},
+  "admission": {"required": true, "required_backend": "nsjail", "max_sessions": 1,
+    "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+    "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+    "readiness_cache_sec": 0}})";
+
 inline const std::string standard_box = R"({"backend": "scripted", "local": {"host_root": "box"}})";
 
 inline std::string ctx(const std::string& ws, int gen = 1) {

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <simdjson.h>
+#include <sstream>
 #include <thread>
 
 #include "messages/base/json.hpp"
@@ -279,7 +280,7 @@ void scenario_ac03_two_workspaces_are_isolated(const std::string& box, const std
   BOOST_CHECK(str(a, "backend_session_id") != str(b, "backend_session_id"));
   BOOST_CHECK(str(a, "host_path") != str(b, "host_path"));
   BOOST_CHECK(str(a, "host_path").find("/tenants/ws-695136eeae1cb9b6af4a8226") != std::string::npos);
-  if (backend != "bwrap")
+  if (backend == "scripted")
     return;
   // Real sandboxes: what workspace A writes, workspace B cannot see.
   auto write = c.call("box_exec", R"({"session_id":"global","cmd":"echo secret-a > /workspace/mine.txt && cat /workspace/mine.txt"})", ctx("workspace-a"));
@@ -291,6 +292,19 @@ void scenario_ac03_two_workspaces_are_isolated(const std::string& box, const std
   BOOST_CHECK(seen.find("secret-a") == std::string::npos);
   BOOST_CHECK(seen.find("mine.txt") == std::string::npos);
   BOOST_CHECK(seen.find("..") != std::string::npos); // the listing itself ran
+  // The command is not uid 0, inside or on the host, and the workspace quota is hard.
+  auto who = c.call("box_exec", R"({"session_id":"global","cmd":"id -u; cut -c1-40 /proc/self/uid_map"})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(who.code, 0);
+  std::istringstream ids{str(parse(r, who.data_json), "stdout")};
+  std::string uid, inside, outside;
+  ids >> uid >> inside >> outside;
+  BOOST_CHECK(!uid.empty() && uid != "0");
+  if (backend == "nsjail") // mapped onto itself (bwrap nests a user namespace: 0 there)
+    BOOST_CHECK_EQUAL(outside, uid);
+  auto fill = c.call("box_exec", R"({"session_id":"global","cmd":"dd if=/dev/zero of=/workspace/big bs=1M count=64 2>&1; df -k /workspace | tail -1"})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(fill.code, 0);
+  auto filled = str(parse(r, fill.data_json), "stdout");
+  BOOST_CHECK_MESSAGE(filled.find("No space left on device") != std::string::npos, filled);
 }
 
 void scenario_ac05_forged_fields_never_reach_the_runtime(const std::string& box, const std::string& backend) {
@@ -387,6 +401,18 @@ BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_b
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// And on nsjail, the backend LangBot's Cloud mode insists on: admission-ready on this
+// machine kind with the same walls.
+BOOST_AUTO_TEST_SUITE(wire_admission_nsjail, *boost::unit_test::precondition(sandbox_precondition))
+
+BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scenario_ac01_concurrent_first_use_gives_one_global_session(admission_nsjail_box, "nsjail"); }
+BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_nsjail_box, "nsjail"); }
+BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_nsjail_box, "nsjail"); }
+BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_nsjail_box, "nsjail"); }
+BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_nsjail_box); }
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // box_init names a backend (protocol.md §4.10.1): it is selected again while no session
 // exists, and the readiness after the reply is the new backend's.
 BOOST_AUTO_TEST_SUITE(wire_backend_selection)
@@ -466,6 +492,47 @@ BOOST_AUTO_TEST_CASE(box_init_finds_the_real_nsjail_beside_boxd,
   auto d = parse(p, e.data_json);
   BOOST_CHECK_EQUAL(str(d, "backend_name"), "nsjail");
   BOOST_CHECK_EQUAL(str(d, "stdout"), "hi");
+}
+
+BOOST_AUTO_TEST_CASE(box_init_moves_between_the_drivers_on_one_state_folder,
+                     *boost::unit_test::precondition(sandbox_precondition)) {
+  // bwrap at start, nsjail, then bwrap again: each a real backend of its own driver on
+  // the same state folder, never the other one under the requested name.
+  boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
+  auto c = connect(boxd);
+  for (const char* name : {"nsjail", "bwrap", "nsjail", ""}) {
+    auto r = c.call("box_init", std::string{R"({"backend":")"} + name + R"(","local":{"host_root":"box"}})");
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+    auto expected = std::string{*name ? name : "bwrap"};
+    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":")" + expected + R"(","available":true})");
+  }
+  auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
+  simdjson::dom::parser p;
+  BOOST_CHECK_EQUAL(str(parse(p, e.data_json), "backend_name"), "bwrap");
+}
+
+BOOST_AUTO_TEST_CASE(langbots_cloud_box_init_makes_nsjail_admission_ready,
+                     *boost::unit_test::precondition(sandbox_precondition)) {
+  // What LangBot's connector sends in Cloud mode right after __ping, to a boxd that
+  // started on bwrap: the reply comes once nsjail is selected and its readiness known.
+  boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
+  auto c = connect(boxd);
+  auto r = c.call("box_init", R"({"backend":"nsjail","local":{"host_root":"box"},
+    "admission":{"required":true,"required_backend":"nsjail","max_sessions":1,
+    "max_managed_processes":0,"workspace_quota_mb":32,"readiness_cache_sec":0}})");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  auto info = backend_info(c);
+  BOOST_CHECK_MESSAGE(info.starts_with(R"({"name":"nsjail","available":true,"readiness":{"ready":true,)"), info);
+  auto health = c.call("box_health", "{}");
+  BOOST_CHECK_MESSAGE(health.code == 0, health.message);
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
+  auto e = c.call("box_exec", R"({"session_id":"global","cmd":"id -u"})", ctx("workspace-a"));
+  BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
+  simdjson::dom::parser p;
+  auto d = parse(p, e.data_json);
+  BOOST_CHECK_EQUAL(str(d, "backend_name"), "nsjail");
+  BOOST_CHECK(str(d, "stdout") != "0");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

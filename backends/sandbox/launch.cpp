@@ -1,18 +1,14 @@
-// Starting a bwrap sandbox: the argument list, the session's private paths and leases
-// (prepare), and the launch itself: staging mounts, seccomp, the fork on the launcher
-// thread and boxrt-init's handshake.
-#include "backends/bwrap/sandbox.hpp"
+// Starting a sandbox: the driver's argument list, the session's private paths and
+// leases (prepare), and the launch itself: staging mounts, seccomp, the fork on the
+// launcher thread and boxrt-init's handshake. bwrap and nsjail differ only where this
+// file says so: bwrap's launcher drops to the sandbox uid and bwrap applies seccomp;
+// nsjail runs as root, maps the uid itself, takes a /dev the launcher builds, and
+// boxrt-init applies seccomp and reaps as the jail's pid 1.
+#include "backends/sandbox/detail.hpp"
 
 namespace boxrt {
 
 namespace {
-
-/// Descriptors of the launcher when it becomes bwrap (0-2 are init's stdio).
-constexpr int child_seccomp_fd = 3;
-constexpr int child_info_fd = 4;
-constexpr int child_args_fd = 5;
-constexpr int child_init_fd = 6;
-constexpr int child_resolv_fd = 7;
 
 /// A fresh read-only descriptor of a sealed memfd, at offset 0 (bwrap reads to the end).
 unique_fd reopen(int memfd) {
@@ -29,61 +25,13 @@ unique_fd memfd_with(const char* name, std::string_view data) {
 
 } // namespace
 
-std::vector<std::string> bwrap_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
-                                                  bool skills_view) const {
-  std::vector<std::string> a{opts_.bwrap_path};
-  auto add = [&](std::initializer_list<std::string> xs) { a.insert(a.end(), xs); };
-  // Every namespace, the network one too: `network: on` gets a stack of its own
-  // attached to it (netstack), never the host's network.
-  add({"--unshare-all", "--unshare-user", "--disable-userns"});
-  add({"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"});
-  add({"--info-fd", std::to_string(child_info_fd)});
-  add({"--ro-bind", "/usr", "/usr"});
-  // Merged /usr: /bin and friends are symlinks on the host and stay symlinks here.
-  for (const char* dir : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    std::error_code err;
-    auto st = fs::symlink_status(dir, err);
-    if (err || !fs::exists(st))
-      continue;
-    if (fs::is_symlink(st))
-      add({"--symlink", fs::read_symlink(dir, err).string(), dir});
-    else
-      add({"--ro-bind", dir, dir});
-  }
-  for (const char* e : {"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-                        "/etc/ssl/certs", "/etc/localtime"})
-    add({"--ro-bind-try", e, e});
-  if (network)
-    add({"--file", std::to_string(child_resolv_fd), "/etc/resolv.conf"});
-  add({"--proc", "/proc", "--dev", "/dev"});
-  // Host sources arrive staged at <stage>/<n> (see launch), in this order.
-  int n = 0;
-  auto staged = [&] { return stage_root_ + "/" + std::to_string(n++); };
-  add({spec.host_path_mode == mount_mode::ro && !spec.host_path.empty() ? "--ro-bind" : "--bind", staged(),
-       spec.mount_path});
-  for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
-      continue;
-    add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
-  }
-  if (skills_view)
-    add({"--bind", staged(), spec.mount_path + "/.skills"});
-  add({"--bind", staged(), io_in_sandbox});
-  // init is a copy on the sandbox's own root, not a bind of the build folder.
-  add({"--perms", "0555", "--file", std::to_string(child_init_fd), init_in_sandbox});
-  // Bounded tmpfs mounts made by the launcher; /dev itself then turns read-only, so
-  // the only writable place below it is the bounded /dev/shm.
-  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb))
-    add({"--bind", staged(), m.target});
-  add({"--remount-ro", "/dev"});
-  if (spec.read_only_rootfs)
-    add({"--remount-ro", "/"});
-  add({"--seccomp", std::to_string(seccomp_fd)});
-  add({"--clearenv", "--setenv", "PATH", sandbox_path, "--chdir", "/", init_in_sandbox});
-  return a;
+std::vector<std::string> sandbox_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
+                                                    bool skills_view, uint32_t uid) const {
+  args_input in{spec, opts_, stage_root_, seccomp_fd, network, skills_view, uid};
+  return opts_.driver == sandbox_driver::nsjail ? nsjail_args(in) : bwrap_args(in);
 }
 
-box_error bwrap_backend::prepare(bwrap_session& s) {
+box_error sandbox_backend::prepare(sandbox_session& s) {
   const auto& spec = s.spec;
   const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
   s.private_dir = opts_.state_dir + "/sessions/" + s.id_;
@@ -97,7 +45,7 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
                                              + (errno == ENOENT ? " does not exist" : ": " + std::string{std::strerror(errno)}));
     struct stat st{};
     ::fstat(folder.get(), &st);
-    auto uid = impl_->uids->for_workspace(beneath::path_of(folder.get()), st.st_uid);
+    auto uid = impl_->host->uids->for_workspace(beneath::path_of(folder.get()), st.st_uid);
     if (!uid)
       return uid.error();
     s.uid = s.gid = *uid;
@@ -106,11 +54,11 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
     if (spec.host_path_mode == mount_mode::rw)
       hand_over(folder.get(), s.uid, s.gid, spec.host_path, opts_.host_gid);
   } else {
-    auto uid = impl_->uids->for_session(s.id_);
+    auto uid = impl_->host->uids->for_session(s.id_);
     if (!uid)
       return uid.error();
     s.uid = s.gid = *uid;
-    s.release_uid = [uids = impl_->uids, key = s.id_] { uids->release(key); };
+    s.release_uid = [uids = impl_->host->uids, key = s.id_] { uids->release(key); };
   }
   // Hard quotas: the workspace's image mounted at its own path, or a private image for
   // a session without a host path; the workspace's skill storage has one of its own.
@@ -118,12 +66,12 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
     auto name = managed_tenant_name(spec.host_path);
     if (name.empty())
       name = "path-" + sha256_hex(spec.host_path).substr(0, 24);
-    auto lease = impl_->quota->acquire(name, spec.host_path, spec.workspace_quota_mb, s.uid, s.gid);
+    auto lease = impl_->host->quota->acquire(name, spec.host_path, spec.workspace_quota_mb, s.uid, s.gid);
     if (!lease)
       return lease.error();
     s.leases.push_back(std::move(lease.value()));
   } else if (!has_host && spec.workspace_quota_mb > 0) {
-    auto lease = impl_->quota->acquire(std::string{loop_quota::ephemeral_prefix} + s.id_, s.private_dir + "/workspace",
+    auto lease = impl_->host->quota->acquire(std::string{loop_quota::ephemeral_prefix} + s.id_, s.private_dir + "/workspace",
                                        spec.workspace_quota_mb, s.uid, s.gid, true);
     if (!lease)
       return lease.error();
@@ -131,7 +79,7 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
   }
   if (!opts_.skills_tenants_dir.empty() && has_host) {
     if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
-      auto lease = impl_->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
+      auto lease = impl_->host->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
                                          opts_.skills_quota_mb, s.uid, s.gid);
       if (!lease)
         return lease.error();
@@ -142,13 +90,13 @@ box_error bwrap_backend::prepare(bwrap_session& s) {
   return {};
 }
 
-box_error bwrap_backend::launch(bwrap_session& s) {
+box_error sandbox_backend::launch(sandbox_session& s) {
   std::unique_lock state{s.sandbox_mtx};
   const auto& spec = s.spec;
   const uint32_t uid = s.uid, gid = s.gid;
   ++s.generation;
   rlim_t nproc = 0;
-  if (!impl_->cgroups) // without cgroups the process cap is RLIMIT_NPROC of the sandbox uid
+  if (!impl_->host->cgroups) // without cgroups the process cap is RLIMIT_NPROC of the sandbox uid
     nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
   /// What the launcher stages at <stage>/<n>: a source (an open folder or file, with a
   /// detached copy of its mount for a tenant's source) or a bounded tmpfs.
@@ -249,9 +197,9 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     item.tmpfs = "size=" + std::to_string(m.bytes) + ",nr_inodes=" + std::to_string(m.inodes) + "," + owner;
     items.push_back(std::move(item));
   }
-  // Descriptors bwrap reads: the seccomp filter, init's image, the resolver file.
-  auto seccomp_fd = memfd_with("boxrt-seccomp", impl_->seccomp);
-  auto init_fd = reopen(impl_->init_image.get());
+  // Descriptors the driver reads: the seccomp filter, init's image, the resolver file.
+  auto seccomp_fd = memfd_with("boxrt-seccomp", impl_->host->seccomp);
+  auto init_fd = reopen(impl_->host->init_image.get());
   const bool network = spec.network == network_mode::on;
   unique_fd resolv_fd;
   if (network)
@@ -259,53 +207,85 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   if (!seccomp_fd || !init_fd || (network && !resolv_fd))
     return make_box_error(ec::box_error, std::string{"cannot pass the sandbox its files: "} + std::strerror(errno));
 
-  // Limits: the cgroup the launcher joins before it becomes bwrap. I/O caps apply to
+  // Limits: the cgroup the launcher joins before it becomes the driver. I/O caps apply to
   // the device of a workspace's quota image (boxd's probes: of its own folder).
-  if (impl_->cgroups) {
+  if (impl_->host->cgroups) {
     cgroup_limits limits;
     limits.memory_bytes = spec.memory_mb * 1048576;
     limits.pids = spec.pids_limit + opts_.pids_overhead;
     limits.cpus = spec.cpus;
     limits.io = opts_.io.any() && (spec.workspace_quota_mb > 0 || s.own_paths);
-    auto g = impl_->cgroups->create(s.id_ + "-" + std::to_string(s.generation), limits);
+    auto g = impl_->host->cgroups->create(s.id_ + "-" + std::to_string(s.generation), limits);
     if (!g)
       return g.error();
     if (!s.adopt_group(std::move(g.value())))
-      return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " was interrupted while it started");
+      return make_box_error(ec::box_error, s.what() + " was interrupted while it started");
     struct stat ws{};
     if (limits.io && !items.empty() && ::fstat(items.front().fd.get(), &ws) == 0)
       if (auto e = s.group->limit_io(major(ws.st_dev), minor(ws.st_dev), opts_.io))
         return e;
   }
 
-  // bwrap takes its arguments from a descriptor (--args), so /proc/<pid>/cmdline inside
-  // shows none of boxd's paths.
-  auto args = build_args(spec, child_seccomp_fd, network, !s.skills_view.empty());
+  const bool nsjail = opts_.driver == sandbox_driver::nsjail;
+  auto args = build_args(spec, child_seccomp_fd, network, !s.skills_view.empty(), uid);
   // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
-  for (auto& a : args)
-    if (a.find('\0') != std::string::npos)
+  // nsjail's take ':' as their separator, so a path holding one is refused there.
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].find('\0') != std::string::npos)
       return make_box_error(ec::validation, "paths of the spec must not contain NUL characters");
-  // Options go through the descriptor; bwrap takes the command from its command line.
+  }
+  if (nsjail) {
+    auto colon = [](const std::string& p) { return p.find(':') != std::string::npos; };
+    bool bad = colon(spec.mount_path);
+    for (auto& m : spec.extra_mounts)
+      bad = bad || colon(m.mount_path);
+    if (bad)
+      return make_box_error(ec::validation, "mount paths must not contain ':' on the nsjail backend");
+  }
+  // bwrap takes its options from a descriptor (--args) and the command from its command
+  // line, so /proc/<pid>/cmdline inside (bwrap's reaper) shows none of boxd's paths.
+  // nsjail stays outside the sandbox's pid namespace: its command line is the host's.
   std::string packed;
-  for (size_t i = 1; i + 1 < args.size(); ++i) {
+  for (size_t i = 1; i + 1 < args.size() && !nsjail; ++i) {
     packed += args[i];
     packed.push_back('\0');
   }
-  auto args_fd = memfd_with("boxrt-args", packed);
-  if (!args_fd)
-    return make_box_error(ec::box_error, std::string{"cannot pass bwrap its arguments: "} + std::strerror(errno));
-  // Above every target number, so the launcher's dup2 onto 0..7 never clobbers one.
+  unique_fd args_fd;
+  if (!nsjail) {
+    args_fd = memfd_with("boxrt-args", packed);
+    if (!args_fd)
+      return make_box_error(ec::box_error, std::string{"cannot pass bwrap its arguments: "} + std::strerror(errno));
+  }
+  // Above every target number, so the launcher's dup2 onto 0..10 never clobbers one.
   for (auto* fd : {&seccomp_fd, &init_fd, &resolv_fd, &args_fd})
     if (*fd)
       fd->reset(high_fd(fd->release()));
-  std::string bwrap = opts_.bwrap_path;
+  std::string program = nsjail ? opts_.nsjail_path : opts_.bwrap_path;
   std::string fd_arg = std::to_string(child_args_fd);
   std::string command = args.back();
-  char* argv[] = {bwrap.data(), const_cast<char*>("--args"), fd_arg.data(), command.data(), nullptr};
+  std::vector<char*> argv;
+  if (nsjail) {
+    for (auto& a : args)
+      argv.push_back(a.data());
+  } else {
+    argv = {program.data(), const_cast<char*>("--args"), fd_arg.data(), command.data()};
+  }
+  argv.push_back(nullptr);
   char* envp[] = {nullptr};
+  // nsjail's /dev and resolver file, made in the staging tmpfs by the launcher.
+  std::string dev_dir = stage_root_ + "/" + staged_dev;
+  std::vector<std::string> dev_nodes, dev_sources;
+  for (const char* d : sandbox_devices) {
+    dev_nodes.push_back(dev_dir + "/" + d);
+    dev_sources.push_back(std::string{"/dev/"} + d);
+  }
+  std::string dev_shm = dev_dir + "/shm";
+  std::string resolv_path = stage_root_ + "/" + staged_resolv;
+  std::string_view resolv_text = sandbox_resolv_conf;
 
-  // Staging: the unprivileged bwrap cannot reach a source whose parent folders it may
-  // not traverse (a 0700 data folder, say). So the launcher, still root, makes itself a
+  // Staging: the driver cannot reach a source whose parent folders the sandbox uid may
+  // not traverse (a 0700 data folder, say; nsjail binds after it entered the sandbox's
+  // user namespace), nor take a detached mount copy by descriptor. So the launcher, still root, makes itself a
   // mount namespace of its own (a slave: mounts from the host, such as skills, still
   // arrive; nothing goes back), mounts a tmpfs on the staging folder there and attaches
   // each source to <stage>/<n> (tenant sources as detached mount copies taken above,
@@ -334,25 +314,31 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   }
   unique_fd info_read{info_pipe[0]};
   std::vector<int> join = s.group ? s.group->join_fds() : std::vector<int>{};
-  const int handed[][2] = {{seccomp_fd.get(), child_seccomp_fd}, {info_pipe[1], child_info_fd},
-                           {args_fd.get(), child_args_fd},       {init_fd.get(), child_init_fd},
-                           {resolv_fd.get(), child_resolv_fd},   {in_pipe[0], proto::channel_in},
-                           {out_pipe[1], proto::channel_out}};
+  // nsjail: the seccomp program goes to init (proto::seccomp_fd); no info, args or
+  // resolver descriptor (its resolver file is staged).
+  const int handed[][2] = {{nsjail ? -1 : seccomp_fd.get(), child_seccomp_fd},
+                           {nsjail ? -1 : info_pipe[1], child_info_fd},
+                           {args_fd.get(), child_args_fd},
+                           {init_fd.get(), child_init_fd},
+                           {nsjail ? -1 : resolv_fd.get(), child_resolv_fd},
+                           {in_pipe[0], proto::channel_in},
+                           {out_pipe[1], proto::channel_out},
+                           {nsjail ? seccomp_fd.get() : -1, proto::seccomp_fd}};
 
   pid_t pid = -1;
   impl_->launcher.run([&] {
   pid = ::fork();
   if (pid == 0) {
-    // The launcher: plain system calls only, then exec bwrap.
+    // The launcher: plain system calls only, then exec the driver.
     auto die = [&](const char* what) {
       (void)!::write(err_pipe[1], what, std::strlen(what));
       ::_exit(120);
     };
     for (int fd : join)
       if (::write(fd, "0", 1) != 1)
-        die("bwrap launcher: cannot join the session's cgroup");
+        die("sandbox launcher: cannot join the session's cgroup");
     child::reset_signals();
-    // bwrap and boxrt-init are not what the out-of-memory killer should pick; the
+    // The driver and boxrt-init are not what the out-of-memory killer should pick; the
     // command resets itself to 0. -999 (not -1000) keeps every process killable.
     child::set_oom_score_adj("-999");
     rlimit core{0, 0};
@@ -366,15 +352,15 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     ::setsid();
     if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0
         || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
-      die("bwrap launcher: cannot prepare the staging mounts");
+      die("sandbox launcher: cannot prepare the staging mounts");
     for (size_t i = 0; i < stage_to.size(); ++i) {
       if (stage_is_dir[i]) {
         if (::mkdir(stage_to[i].c_str(), 0755) != 0)
-          die("bwrap launcher: cannot create a staging folder");
+          die("sandbox launcher: cannot create a staging folder");
       } else {
         int f = ::open(stage_to[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
         if (f < 0)
-          die("bwrap launcher: cannot create a staging file");
+          die("sandbox launcher: cannot create a staging file");
         ::close(f);
       }
       // A tenant's source arrives as the detached copy taken in boxd (no path lookup
@@ -386,7 +372,31 @@ box_error bwrap_backend::launch(bwrap_session& s) {
                       ? ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0
                       : ::mount(stage_from[i], stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
       if (!staged)
-        die("bwrap launcher: cannot stage a mount source");
+        die("sandbox launcher: cannot stage a mount source");
+    }
+    if (nsjail) {
+      // /dev: the device nodes bound from the host on a small tmpfs, with a mount point
+      // for the bounded /dev/shm, then read-only (bwrap's --dev and --remount-ro).
+      if (::mkdir(dev_dir.c_str(), 0755) != 0
+          || ::mount("boxrt-dev", dev_dir.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,nr_inodes=64,mode=0755") != 0
+          || ::mkdir(dev_shm.c_str(), 0755) != 0)
+        die("sandbox launcher: cannot build /dev");
+      for (size_t i = 0; i < dev_nodes.size(); ++i) {
+        int f = ::open(dev_nodes[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0 || ::close(f) != 0 || ::mount(dev_sources[i].c_str(), dev_nodes[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
+          die("sandbox launcher: cannot bind a device node");
+      }
+      if (::mount(nullptr, dev_dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, nullptr) != 0)
+        die("sandbox launcher: cannot make /dev read-only");
+      if (network) {
+        int f = ::open(resolv_path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0 || !proto::write_all(f, resolv_text) || ::close(f) != 0)
+          die("sandbox launcher: cannot write the resolver file");
+      }
+      // No --die-with-parent: the launcher thread's end kills nsjail, whose end
+      // kills the jail.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        die("sandbox launcher: cannot tie nsjail to boxd");
     }
     // What the child keeps is exactly its stdio (nothing: the sandbox's reaper keeps it
     // for life), bwrap's errors and the handed descriptors, init's channel among them;
@@ -397,12 +407,14 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     for (auto& [from, to] : handed)
       if ((from >= 0 ? ::dup2(from, to) : ::dup2(null, to)) < 0)
         ::_exit(121);
-    ::close_range(proto::channel_out + 1, ~0u, 0);
+    ::close_range(proto::seccomp_fd + 1, ~0u, 0);
     rlimit nofile{1024, 1024};
     ::setrlimit(RLIMIT_NOFILE, &nofile);
-    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
+    // bwrap runs as the sandbox uid; nsjail needs root to map that uid and to mount,
+    // and drops every capability before init runs.
+    if (!nsjail && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
       ::_exit(123);
-    ::execve(bwrap.c_str(), argv, envp);
+    ::execve(program.c_str(), argv.data(), envp);
     ::_exit(127);
   }
   });
@@ -417,9 +429,9 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   s.from_init.reset(out_pipe[0]);
   s.errors.reset(err_pipe[0]);
   if (pid < 0)
-    return make_box_error(ec::box_error, std::string{"cannot start bwrap: "} + std::strerror(errno));
-  if (!s.adopt_bwrap(pid))
-    return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " was interrupted while it started");
+    return make_box_error(ec::box_error, "cannot start " + s.driver + ": " + std::strerror(errno));
+  if (!s.adopt_driver(pid))
+    return make_box_error(ec::box_error, s.what() + " was interrupted while it started");
 
   std::string payload;
   auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
@@ -429,13 +441,20 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     if (why.empty())
       why = st == read_status::timeout ? "no answer within " + std::to_string(opts_.start_timeout_ms) + " ms"
                                        : "it exited at start";
-    return make_box_error(ec::box_error, "bwrap could not start the sandbox: " + why);
+    return make_box_error(ec::box_error, s.driver + " could not start the sandbox: " + why);
   }
-  // bwrap wrote the sandbox's first pid to the info descriptor before init ran.
-  s.ns_pid = child_pid_of(read_available(info_read.get()));
+  // bwrap wrote the sandbox's first pid to the info descriptor before init ran; nsjail's
+  // one child is the jail's pid 1. Either is taken by pidfd and checked alive after.
+  s.ns_pid = nsjail ? only_child_of(pid) : child_pid_of(read_available(info_read.get()));
   if (s.ns_pid > 0)
     s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
-  // bwrap's errors matter only while it starts; a command could write to that pipe later
+  if (nsjail) {
+    if (s.ns_pid > 0)
+      s.mnt_ns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!s.ns_pidfd || !s.mnt_ns || s.died())
+      return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
+  }
+  // The driver's errors matter only while it starts; a command could write to that pipe later
   // (through the reaper's /proc/1/fd/2).
   s.errors.reset();
   // init opened both control FIFOs before it said ready, so neither open blocks; once
@@ -443,7 +462,7 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
   s.ctl_rep.reset(high_fd(::open((s.io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
   if (!s.ctl_req || !s.ctl_rep)
-    return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " has no control channel");
+    return make_box_error(ec::box_error, s.what() + " has no control channel");
   ::unlink((s.io_dir + "/ctl.req").c_str());
   ::unlink((s.io_dir + "/ctl.rep").c_str());
   // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
@@ -455,7 +474,7 @@ box_error bwrap_backend::launch(bwrap_session& s) {
     if (s.ns_pid > 0)
       netns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
     if (!netns || s.died())
-      return make_box_error(ec::box_error, "bwrap sandbox " + s.id_ + " did not report its namespaces");
+      return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
     auto stack = netstack::attach(netns.get(), destinations_to_refuse(opts_.listen_host), s.private_dir);
     if (!stack)
       return stack.error();
@@ -464,10 +483,10 @@ box_error bwrap_backend::launch(bwrap_session& s) {
   return {};
 }
 
-box_error bwrap_backend::revive(bwrap_session& s) {
+box_error sandbox_backend::revive(sandbox_session& s) {
   if (!s.died())
     return {};
-  spdlog::info("bwrap: the sandbox of session {} ({}) has died; starting a fresh one", s.spec.session_id, s.id());
+  spdlog::info("{}: the sandbox of session {} ({}) has died; starting a fresh one", s.driver, s.spec.session_id, s.id());
   s.end_sandbox();
   if (auto e = launch(s)) {
     s.end_sandbox();

@@ -1,11 +1,13 @@
-// bench_bwrap: what a real bubblewrap sandbox costs here. Prints numbers, asserts nothing.
+// bench_sandbox: what a real sandbox costs here, on each driver (bwrap, then nsjail from
+// beside the benchmark, as `make build` provides it), in the same run so the figures
+// compare. Prints numbers, asserts nothing.
 //   - session start (bwrap + boxrt-init ready) and stop;
 //   - warm exec round trips (`true`) on one session: the path every box_exec takes;
 //   - the same with a fresh sandbox per command (start, exec, stop), which is what a
 //     runtime without warm sessions pays per command;
 //   - warm execs over 4 sessions in parallel;
 //   - first session of a workspace with a hard quota (mkfs + loop mount) and later ones.
-// Needs root and bwrap; says so and exits 0 otherwise.
+// Needs root and the driver; says so for a driver it cannot run and goes on.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/bwrap/bwrap.hpp"
+#include "backends/sandbox/sandbox.hpp"
 
 using namespace boxrt;
 using clock_type = std::chrono::steady_clock;
@@ -40,19 +42,18 @@ void report(const char* what, std::vector<double> v) {
 
 } // namespace
 
-int main() {
-  if (::geteuid() != 0 || ::access("/usr/bin/bwrap", X_OK) != 0) {
-    std::printf("bench_bwrap: needs root and /usr/bin/bwrap; skipped\n");
-    return 0;
-  }
-  char tmpl[] = "/tmp/boxrt-bench-bwrap-XXXXXX";
+int bench(sandbox_driver driver, const std::string& nsjail) {
+  char tmpl[] = "/tmp/boxrt-bench-sandbox-XXXXXX";
   std::string root = ::mkdtemp(tmpl);
-  bwrap_options opts;
+  sandbox_options opts;
+  opts.driver = driver;
+  opts.nsjail_path = nsjail;
   opts.state_dir = root + "/state";
+  std::printf("== driver %s\n", driver_name(driver));
   {
-    bwrap_backend b{opts};
+    sandbox_backend b{opts};
     if (!b.unavailable_reason().empty()) {
-      std::printf("bench_bwrap: backend unavailable: %s\n", b.unavailable_reason().c_str());
+      std::printf("bench_sandbox: %s unavailable: %s\n", driver_name(driver), b.unavailable_reason().c_str());
       return 0;
     }
     box_spec spec;
@@ -142,4 +143,21 @@ int main() {
   std::error_code err;
   fs::remove_all(root, err);
   return 0;
+}
+
+int main() {
+  if (::geteuid() != 0) {
+    std::printf("bench_sandbox: needs root; skipped\n");
+    return 0;
+  }
+  // nsjail beside this program's folder (build/benchmarks -> build/nsjail).
+  std::error_code err;
+  auto nsjail = fs::read_symlink("/proc/self/exe", err).parent_path().parent_path().string() + "/nsjail";
+  int rc = 0;
+  if (::access("/usr/bin/bwrap", X_OK) == 0)
+    rc |= bench(sandbox_driver::bwrap, {});
+  else
+    std::printf("bench_sandbox: no /usr/bin/bwrap; bwrap skipped\n");
+  rc |= bench(sandbox_driver::nsjail, nsjail);
+  return rc;
 }

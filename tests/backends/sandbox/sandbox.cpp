@@ -1,13 +1,16 @@
-// The bwrap backend with real sandboxes (root, as CI runs). Every isolation claim has a
+// The sandbox backend with real sandboxes (root, as CI runs), on the driver the suite
+// runs with (sandbox_fixture.hpp: bwrap, or nsjail in test_backends_nsjail). Every isolation claim has a
 // test that fails without it; controls (network on, a writable bind) show the probes
 // can see what they look for.
-#include "backends/bwrap/bwrap.hpp"
+#include "backends/sandbox/sandbox.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -20,6 +23,7 @@
 
 #include "backends/registry.hpp"
 #include "managed_helpers.hpp"
+#include "sandbox_fixture.hpp"
 #include "messages/tenancy.hpp"
 
 using namespace boxrt;
@@ -27,25 +31,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool sandbox_capable() {
-  return ::geteuid() == 0 && ::access("/usr/bin/bwrap", X_OK) == 0;
-}
+using testing::sandbox_precondition;
 
-/// Real sandboxes need root and bubblewrap (as CI has); elsewhere these tests are skipped.
-boost::test_tools::assertion_result sandbox_precondition(boost::unit_test::test_unit_id) {
-  return {sandbox_capable()};
-}
-
-struct bwrap_fixture {
-  bwrap_fixture() {
-    char tmpl[] = "/tmp/boxrt-bwrap-test-XXXXXX";
+struct driver_fixture {
+  driver_fixture() {
+    char tmpl[] = "/tmp/boxrt-sandbox-test-XXXXXX";
     root = ::mkdtemp(tmpl);
     opts.state_dir = root + "/state";
     opts.skills_tenants_dir = root + "/skills/tenants";
     opts.skills_quota_mb = 8;
-    backend = std::make_unique<bwrap_backend>(opts);
+    testing::use_test_driver(opts);
+    backend = std::make_unique<sandbox_backend>(opts);
   }
-  ~bwrap_fixture() {
+  ~driver_fixture() {
     backend->cleanup_orphans();
     backend.reset();
     std::error_code err;
@@ -76,8 +74,8 @@ struct bwrap_fixture {
   std::string tenant(const std::string& hex24) { return root + "/workspaces/tenants/ws-" + hex24; }
 
   std::string root;
-  bwrap_options opts;
-  std::unique_ptr<bwrap_backend> backend;
+  sandbox_options opts;
+  std::unique_ptr<sandbox_backend> backend;
 };
 
 /// A TCP listener on host loopback; returns its port.
@@ -131,9 +129,9 @@ std::string run_on_host(const std::string& cmd) {
 
 } // namespace
 
-BOOST_AUTO_TEST_SUITE(bwrap_suite, *boost::unit_test::precondition(sandbox_precondition))
+BOOST_AUTO_TEST_SUITE(sandbox_suite, *boost::unit_test::precondition(sandbox_precondition))
 
-BOOST_FIXTURE_TEST_CASE(a_warm_session_keeps_state_between_execs_without_a_new_sandbox, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(a_warm_session_keeps_state_between_execs_without_a_new_sandbox, driver_fixture) {
   BOOST_REQUIRE_MESSAGE(backend->unavailable_reason().empty(), backend->unavailable_reason());
   auto s = spec("warm");
   auto session = start(s);
@@ -156,7 +154,51 @@ BOOST_FIXTURE_TEST_CASE(a_warm_session_keeps_state_between_execs_without_a_new_s
   BOOST_TEST(!session->alive());
 }
 
-BOOST_FIXTURE_TEST_CASE(output_is_capped_with_the_reference_notice, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(one_sandbox_serves_a_hundred_execs_as_the_workspace_uid, driver_fixture) {
+  auto s = spec("hundred", tenant("100100100100100100100100"));
+  auto session = start(s);
+  auto first_pid = backend->sandbox_pid(*session);
+  auto uid = backend->sandbox_uid(*session);
+  BOOST_REQUIRE(first_pid > 0);
+  BOOST_REQUIRE(uid != 0);
+  // The host sees the sandbox's first process as the workspace uid, not root.
+  std::ifstream status{"/proc/" + std::to_string(first_pid) + "/status"};
+  std::string line, host_uid;
+  while (std::getline(status, line))
+    if (line.rfind("Uid:", 0) == 0)
+      std::istringstream{line.substr(4)} >> host_uid;
+  BOOST_TEST(host_uid == std::to_string(uid));
+  std::string init;
+  for (int i = 0; i < 100; ++i) {
+    auto r = run(*session, s, "echo $PPID; id -u");
+    std::istringstream out{r.stdout_text};
+    std::string ppid, id;
+    out >> ppid >> id;
+    if (i == 0)
+      init = ppid;
+    BOOST_TEST_REQUIRE(ppid == init); // the same init served every exec
+    BOOST_TEST_REQUIRE(id == std::to_string(uid));
+  }
+  BOOST_TEST(backend->sandbox_pid(*session) == first_pid);
+  // nsjail maps the uid onto itself and nothing else (bwrap nests a second user
+  // namespace, whose parent shows it as 0; the host view above holds for both).
+  if (opts.driver != sandbox_driver::nsjail) {
+    backend->stop_session(*session);
+    return;
+  }
+  std::istringstream map{run(*session, s, "cat /proc/self/uid_map /proc/self/gid_map").stdout_text};
+  uint64_t in_uid = 0, out_uid = 0, n_uid = 0, in_gid = 0, out_gid = 0, n_gid = 0;
+  map >> in_uid >> out_uid >> n_uid >> in_gid >> out_gid >> n_gid;
+  BOOST_TEST(in_uid == uid);
+  BOOST_TEST(out_uid == uid);
+  BOOST_TEST(n_uid == 1u);
+  BOOST_TEST(in_gid == uid);
+  BOOST_TEST(out_gid == uid);
+  BOOST_TEST(n_gid == 1u);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(output_is_capped_with_the_reference_notice, driver_fixture) {
   auto s = spec("clip");
   auto session = start(s);
   auto r = run(*session, s, "head -c 5000 /dev/zero | tr '\\0' a", 1000);
@@ -164,7 +206,7 @@ BOOST_FIXTURE_TEST_CASE(output_is_capped_with_the_reference_notice, bwrap_fixtur
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(host_loopback_is_unreachable_with_network_off_and_on, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(host_loopback_is_unreachable_with_network_off_and_on, driver_fixture) {
   // `network: on` gets a namespace and a user-mode stack of its own, never the host's
   // network (tests/wire/network_test.cpp proves its outbound reach in test namespaces).
   host_listener host;
@@ -183,7 +225,7 @@ BOOST_FIXTURE_TEST_CASE(host_loopback_is_unreachable_with_network_off_and_on, bw
   BOOST_TEST(c == "connected\n");
 }
 
-BOOST_FIXTURE_TEST_CASE(host_files_outside_the_binds_are_invisible, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(host_files_outside_the_binds_are_invisible, driver_fixture) {
   auto secret = root + "/secret.txt";
   std::ofstream{secret} << "host secret";
   auto s = spec("invisible");
@@ -195,7 +237,7 @@ BOOST_FIXTURE_TEST_CASE(host_files_outside_the_binds_are_invisible, bwrap_fixtur
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(workspaces_cannot_see_each_other, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(workspaces_cannot_see_each_other, driver_fixture) {
   auto a_path = tenant("aaaaaaaaaaaaaaaaaaaaaaaa"), b_path = tenant("bbbbbbbbbbbbbbbbbbbbbbbb");
   auto a = spec("ws-a", a_path), b = spec("ws-b", b_path);
   auto sa = start(a), sb = start(b);
@@ -211,7 +253,7 @@ BOOST_FIXTURE_TEST_CASE(workspaces_cannot_see_each_other, bwrap_fixture) {
   backend->stop_session(*sb);
 }
 
-BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_persists, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_persists, driver_fixture) {
   auto path = tenant("cccccccccccccccccccccccc");
   auto s = spec("quota", path);
   s.workspace_quota_mb = 8;
@@ -236,7 +278,7 @@ BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_pe
   backend->stop_session(*again);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_fork_bomb_stops_at_pids_limit, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(a_fork_bomb_stops_at_pids_limit, driver_fixture) {
   auto s = spec("forks");
   s.pids_limit = 16;
   auto session = start(s);
@@ -253,7 +295,7 @@ BOOST_FIXTURE_TEST_CASE(a_fork_bomb_stops_at_pids_limit, bwrap_fixture) {
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(allocating_past_memory_mb_is_killed_and_reported, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(allocating_past_memory_mb_is_killed_and_reported, driver_fixture) {
   auto s = spec("memory");
   s.memory_mb = 64;
   auto session = start(s);
@@ -266,7 +308,7 @@ BOOST_FIXTURE_TEST_CASE(allocating_past_memory_mb_is_killed_and_reported, bwrap_
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_timeout_kills_the_whole_tree_and_ends_the_session, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(a_timeout_kills_the_whole_tree_and_ends_the_session, driver_fixture) {
   auto s = spec("timeout");
   s.timeout_sec = 1;
   auto session = start(s);
@@ -279,7 +321,7 @@ BOOST_FIXTURE_TEST_CASE(a_timeout_kills_the_whole_tree_and_ends_the_session, bwr
   BOOST_TEST(!running("4711"));
 }
 
-BOOST_FIXTURE_TEST_CASE(the_root_filesystem_and_read_only_mounts_cannot_be_written, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(the_root_filesystem_and_read_only_mounts_cannot_be_written, driver_fixture) {
   auto data = root + "/data";
   fs::create_directories(data);
   auto s = spec("readonly");
@@ -299,7 +341,7 @@ BOOST_FIXTURE_TEST_CASE(the_root_filesystem_and_read_only_mounts_cannot_be_writt
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(no_capabilities_and_no_mount_or_unshare_inside, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(no_capabilities_and_no_mount_or_unshare_inside, driver_fixture) {
   auto s = spec("caps");
   auto session = start(s);
   auto r = run(*session, s, "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status");
@@ -313,7 +355,7 @@ BOOST_FIXTURE_TEST_CASE(no_capabilities_and_no_mount_or_unshare_inside, bwrap_fi
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(the_seccomp_filter_refuses_what_capabilities_alone_allow, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(the_seccomp_filter_refuses_what_capabilities_alone_allow, driver_fixture) {
   // personality() needs no privilege, so only the filter can refuse it.
   auto s = spec("seccomp");
   auto session = start(s);
@@ -323,7 +365,7 @@ BOOST_FIXTURE_TEST_CASE(the_seccomp_filter_refuses_what_capabilities_alone_allow
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_sandbox_outlives_the_thread_that_started_it, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(a_sandbox_outlives_the_thread_that_started_it, driver_fixture) {
   // Worker-pool threads end when idle; bwrap's --die-with-parent must not take the
   // warm sandbox with them.
   auto s = spec("thread");
@@ -341,7 +383,7 @@ BOOST_FIXTURE_TEST_CASE(a_sandbox_outlives_the_thread_that_started_it, bwrap_fix
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(boxd_state_is_never_a_tenant_mount, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(boxd_state_is_never_a_tenant_mount, driver_fixture) {
   for (auto path : {opts.state_dir, opts.state_dir + "/images", root}) {
     auto s = spec("state", path);
     auto r = backend->start_session(s);
@@ -355,7 +397,7 @@ BOOST_FIXTURE_TEST_CASE(boxd_state_is_never_a_tenant_mount, bwrap_fixture) {
   BOOST_TEST(r.error().message == "extra_mounts[0].host_path " + opts.state_dir + "/mounts is blocked for security");
 }
 
-BOOST_FIXTURE_TEST_CASE(an_interrupt_ends_a_running_exec_and_every_later_one, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(an_interrupt_ends_a_running_exec_and_every_later_one, driver_fixture) {
   auto s = spec("interrupt");
   auto session = start(s);
   std::thread stopper{[&] {
@@ -374,7 +416,7 @@ BOOST_FIXTURE_TEST_CASE(an_interrupt_ends_a_running_exec_and_every_later_one, bw
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, driver_fixture) {
   auto r = backend->probe_readiness("", true);
   BOOST_TEST_MESSAGE("readiness error: " << r.error);
   BOOST_TEST(r.available);
@@ -387,7 +429,7 @@ BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, bwrap_fi
     BOOST_TEST(r.details.at(key), key);
 }
 
-BOOST_FIXTURE_TEST_CASE(skills_come_and_go_per_exec_in_the_same_sandbox, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(skills_come_and_go_per_exec_in_the_same_sandbox, driver_fixture) {
   auto skills = root + "/skills-store";
   for (auto name : {"alpha", "beta"}) {
     fs::create_directories(skills + "/" + name);
@@ -425,11 +467,11 @@ BOOST_FIXTURE_TEST_CASE(skills_come_and_go_per_exec_in_the_same_sandbox, bwrap_f
   BOOST_TEST(fs::exists(skills + "/beta/note"));
 }
 
-struct rlimit_fixture : bwrap_fixture {
+struct rlimit_fixture : driver_fixture {
   rlimit_fixture() {
     backend.reset();
     opts.cgroup_root = ""; // as on a host without usable cgroups
-    backend = std::make_unique<bwrap_backend>(opts);
+    backend = std::make_unique<sandbox_backend>(opts);
   }
 };
 
@@ -454,15 +496,49 @@ BOOST_FIXTURE_TEST_CASE(without_cgroups_each_session_has_its_own_uid_and_nproc_c
   BOOST_TEST(report.details.at("namespace_isolation"));
 }
 
-BOOST_FIXTURE_TEST_CASE(a_second_boxd_on_the_same_state_directory_is_refused, bwrap_fixture) {
-  bwrap_backend other{opts};
-  BOOST_TEST(other.unavailable_reason() == "the state directory " + opts.state_dir + " is in use by another boxd");
+BOOST_FIXTURE_TEST_CASE(a_second_boxd_on_the_same_state_directory_is_refused, driver_fixture) {
+  // Another process cannot take the folder's lock (a lock of another open file
+  // description, as a second boxd would hold).
+  int fd = ::open((opts.state_dir + "/lock").c_str(), O_RDWR | O_CLOEXEC);
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_TEST(::flock(fd, LOCK_EX | LOCK_NB) != 0);
+  BOOST_TEST(errno == EWOULDBLOCK);
+  ::close(fd);
+}
+
+BOOST_FIXTURE_TEST_CASE(both_drivers_share_one_state_directory_within_boxd, driver_fixture) {
+  // box_init may select the other driver while this backend lives (a skill store holds
+  // it): the new one shares the lock, the images and the uids instead of being refused,
+  // and its orphan clean-up leaves this one's sandboxes alone.
+  backend->cleanup_orphans(); // as boxd does at start
+  auto ws = tenant("0123456789abcdef01234567");
+  auto s = spec("shared", ws);
+  s.workspace_quota_mb = 8;
+  auto first = start(s);
+  BOOST_TEST(run(*first, s, "echo kept > /workspace/f; id -u").exit_code == 0);
+  auto o = opts;
+  o.driver = opts.driver == sandbox_driver::bwrap ? sandbox_driver::nsjail : sandbox_driver::bwrap;
+  o.nsjail_path = testing::test_nsjail_path();
+  sandbox_backend other{o};
+  BOOST_REQUIRE_MESSAGE(other.unavailable_reason().empty(), other.unavailable_reason());
+  other.cleanup_orphans();
+  BOOST_TEST(run(*first, s, "cat /workspace/f").stdout_text == "kept");
+  auto second = other.start_session(s);
+  BOOST_REQUIRE_MESSAGE(second.ok(), (second.ok() ? std::string{} : second.error().message));
+  s.cmd = "cat /workspace/f; id -u; df -k /workspace | tail -1 | awk '{print $2 < 9000}'";
+  auto r = other.exec(**second, s, exec_limits{});
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->exit_code == 0);
+  // The same image (the file is there, the size is the quota's) and the same uid.
+  BOOST_TEST(r->stdout_text == "kept\n" + std::to_string(backend->sandbox_uid(*first)) + "\n1");
+  other.stop_session(**second);
+  BOOST_TEST(run(*first, s, "cat /workspace/f").stdout_text == "kept");
 }
 
 BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
   char tmpl[] = "/tmp/boxrt-bwrap-crash-XXXXXX";
   std::string root = ::mkdtemp(tmpl);
-  bwrap_options opts;
+  sandbox_options opts;
   opts.state_dir = root + "/state";
   auto ws = root + "/workspaces/tenants/ws-dddddddddddddddddddddddd";
   int ready[2];
@@ -470,7 +546,7 @@ BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
   auto pid = ::fork();
   if (pid == 0) {
     // The "crashed" boxd: starts a sandbox on a quota image, then dies without cleanup.
-    bwrap_backend b{opts};
+    sandbox_backend b{opts};
     box_spec s;
     s.session_id = "crash";
     s.host_path = ws;
@@ -508,7 +584,7 @@ BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
   };
   BOOST_TEST(count_groups() == 1u);
   {
-    bwrap_backend next{opts};
+    sandbox_backend next{opts};
     BOOST_REQUIRE(next.unavailable_reason().empty());
     next.cleanup_orphans();
   }
@@ -523,7 +599,7 @@ BOOST_AUTO_TEST_CASE(the_next_start_removes_what_a_crashed_run_left) {
 
 namespace {
 
-std::shared_ptr<managed_process> start_managed(bwrap_backend& backend, backend_session& session, std::string command,
+std::shared_ptr<managed_process> start_managed(sandbox_backend& backend, backend_session& session, std::string command,
                                                std::vector<std::string> args = {}, std::string cwd = "/workspace") {
   process_spec spec;
   spec.command = std::move(command);
@@ -537,7 +613,7 @@ std::shared_ptr<managed_process> start_managed(bwrap_backend& backend, backend_s
 
 } // namespace
 
-BOOST_FIXTURE_TEST_CASE(managed_cat_echoes_stdin_lines_from_inside_the_sandbox, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(managed_cat_echoes_stdin_lines_from_inside_the_sandbox, driver_fixture) {
   auto s = spec("managed-echo");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "cat");
@@ -549,7 +625,7 @@ BOOST_FIXTURE_TEST_CASE(managed_cat_echoes_stdin_lines_from_inside_the_sandbox, 
   BOOST_TEST(testing::code_of(*p) == testing::running);
 }
 
-BOOST_FIXTURE_TEST_CASE(managed_stderr_reaches_the_preview, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(managed_stderr_reaches_the_preview, driver_fixture) {
   auto s = spec("managed-stderr");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "sh", {"-c", "echo oops >&2; exec cat"});
@@ -558,7 +634,7 @@ BOOST_FIXTURE_TEST_CASE(managed_stderr_reaches_the_preview, bwrap_fixture) {
   BOOST_TEST(testing::read_until(p->stdout_fd(), "ping\n") == "ping\n");
 }
 
-BOOST_FIXTURE_TEST_CASE(managed_process_runs_inside_the_sandbox, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(managed_process_runs_inside_the_sandbox, driver_fixture) {
   auto s = spec("managed-inside");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "sh",
@@ -575,7 +651,7 @@ BOOST_FIXTURE_TEST_CASE(managed_process_runs_inside_the_sandbox, bwrap_fixture) 
   BOOST_TEST(out.find(r.stdout_text) != std::string::npos);
 }
 
-BOOST_FIXTURE_TEST_CASE(the_io_folder_is_a_small_tmpfs_the_sandbox_cannot_grow, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(the_io_folder_is_a_small_tmpfs_the_sandbox_cannot_grow, driver_fixture) {
   auto s = spec("managed-io-bound");
   auto session = start(s);
   auto r = run(*session, s, "head -c 2000000 /dev/zero > /.boxrt/io/fill");
@@ -583,7 +659,7 @@ BOOST_FIXTURE_TEST_CASE(the_io_folder_is_a_small_tmpfs_the_sandbox_cannot_grow, 
   BOOST_TEST(r.stderr_text.find("No space left on device") != std::string::npos);
 }
 
-BOOST_FIXTURE_TEST_CASE(execs_keep_working_while_a_managed_process_runs, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(execs_keep_working_while_a_managed_process_runs, driver_fixture) {
   auto s = spec("managed-exec");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "cat");
@@ -594,7 +670,7 @@ BOOST_FIXTURE_TEST_CASE(execs_keep_working_while_a_managed_process_runs, bwrap_f
   BOOST_TEST(testing::code_of(*p) == testing::running);
 }
 
-BOOST_FIXTURE_TEST_CASE(managed_processes_start_and_stop_while_an_exec_runs, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(managed_processes_start_and_stop_while_an_exec_runs, driver_fixture) {
   auto s = spec("managed-during-exec");
   auto session = start(s);
   exec_result long_exec;
@@ -619,7 +695,7 @@ BOOST_FIXTURE_TEST_CASE(managed_processes_start_and_stop_while_an_exec_runs, bwr
   backend->stop_session(*session);
 }
 
-BOOST_FIXTURE_TEST_CASE(managed_terminate_closes_stdin_then_signals, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(managed_terminate_closes_stdin_then_signals, driver_fixture) {
   auto s = spec("managed-terminate");
   auto session = start(s);
   // SIGTERM ignored (cat inherits that): only the closed stdin ends it, with exit 5.
@@ -638,7 +714,7 @@ BOOST_FIXTURE_TEST_CASE(managed_terminate_closes_stdin_then_signals, bwrap_fixtu
   BOOST_TEST(!running("4716"));
 }
 
-BOOST_FIXTURE_TEST_CASE(managed_process_that_exits_by_itself_reports_its_code, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(managed_process_that_exits_by_itself_reports_its_code, driver_fixture) {
   auto s = spec("managed-exit");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "sh", {"-c", "exit 7"});
@@ -650,7 +726,7 @@ BOOST_FIXTURE_TEST_CASE(managed_process_that_exits_by_itself_reports_its_code, b
   BOOST_TEST(testing::eventually([&] { return missing->stderr_preview() == "no-such-command-4717: not found"; }));
 }
 
-BOOST_FIXTURE_TEST_CASE(stopping_the_session_ends_its_managed_processes, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(stopping_the_session_ends_its_managed_processes, driver_fixture) {
   auto s = spec("managed-teardown");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "sh", {"-c", "echo up; exec sleep 4718"});
@@ -667,7 +743,7 @@ BOOST_FIXTURE_TEST_CASE(stopping_the_session_ends_its_managed_processes, bwrap_f
   BOOST_TEST(!again.ok());
 }
 
-BOOST_FIXTURE_TEST_CASE(an_exit_code_recorded_before_teardown_survives_it, bwrap_fixture) {
+BOOST_FIXTURE_TEST_CASE(an_exit_code_recorded_before_teardown_survives_it, driver_fixture) {
   auto s = spec("managed-exit-teardown");
   auto session = start(s);
   auto p = start_managed(*backend, *session, "sh", {"-c", "exit 9"});

@@ -1,10 +1,12 @@
-// Internal to backends/bwrap/: the session and managed-process classes, the launcher
-// thread and the helpers that bwrap.cpp (the backend: exec, skills view, readiness),
-// launch.cpp (sources, staging, fork and the init handshake) and sandbox.cpp (session
-// teardown, control channel, managed processes) share.
+// Internal to backends/sandbox/: the session and managed-process classes, the launcher
+// thread, the host state the backends of one state directory share, and the helpers that
+// backend.cpp (exec, skills view, readiness), launch.cpp (sources, staging, fork and the
+// init handshake), session.cpp (session teardown, control channel, managed processes)
+// and the drivers' argument builders (backends/bwrap/args.cpp, backends/nsjail/args.cpp)
+// share.
 #pragma once
 
-#include "backends/bwrap/bwrap.hpp"
+#include "backends/sandbox/sandbox.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -71,7 +74,7 @@ using init_channel::read_status;
 using init_channel::write_frame;
 using clock_type = std::chrono::steady_clock;
 
-namespace bwrap_detail {
+namespace sandbox_detail {
 
 /// Commands see this PATH (the reference's nsjail value).
 inline constexpr const char* sandbox_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -97,7 +100,7 @@ std::string find_on_path(const std::string& name);
 
 std::string self_dir();
 
-/// Moves `fd` to a number >= 10 (close-on-exec), so the launcher's dup2 onto 0..N
+/// Moves `fd` to a number >= 16 (close-on-exec), so the launcher's dup2 onto 0..10
 /// never clobbers another descriptor it still needs.
 int high_fd(int fd);
 
@@ -112,6 +115,56 @@ void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown, int
 
 /// The "child-pid" of bwrap's --info-fd JSON, or -1.
 pid_t child_pid_of(const std::string& info);
+
+/// The one child of process `pid` (nsjail's jail: the sandbox's pid 1), from
+/// /proc/<pid>/task/<pid>/children, or -1.
+pid_t only_child_of(pid_t pid);
+
+/// One host system path every sandbox shows read-only: a folder bound as it is, or
+/// (merged /usr) a symlink recreated with the host's target.
+struct system_path {
+  std::string path;
+  std::string link; // the symlink's target; "" = bind the folder or file
+};
+
+/// /usr, /bin, /sbin, /lib*, then the few /etc entries commands need, as this host has
+/// them (missing ones left out).
+std::vector<system_path> system_paths();
+
+/// The argument lists of the two drivers (backends/bwrap/args.cpp, backends/nsjail/args.cpp).
+/// `stage_root`: where the launcher stages the host sources (<stage>/<n>).
+struct args_input {
+  const box_spec& spec;
+  const sandbox_options& opts;
+  const std::string& stage_root;
+  int seccomp_fd;
+  bool network;
+  bool skills_view;
+  /// The sandbox uid (nsjail maps it onto itself; bwrap's launcher already runs as it).
+  uint32_t uid;
+};
+std::vector<std::string> bwrap_args(const args_input& in);
+std::vector<std::string> nsjail_args(const args_input& in);
+
+/// Descriptors of the launcher when it becomes the driver (0-2 are init's stdio).
+inline constexpr int child_seccomp_fd = 3;
+inline constexpr int child_info_fd = 4;
+inline constexpr int child_args_fd = 5;
+inline constexpr int child_init_fd = 6;
+inline constexpr int child_resolv_fd = 7;
+
+/// Where the nsjail launcher builds the sandbox's /dev (device binds, a read-only tmpfs)
+/// and its resolver file, inside the staging folder.
+inline constexpr const char* staged_dev = "dev";
+inline constexpr const char* staged_resolv = "resolv.conf";
+
+/// The device nodes every sandbox's /dev holds (bwrap's --dev set, without a tty).
+inline constexpr const char* sandbox_devices[] = {"null", "zero", "full", "random", "urandom"};
+
+/// Runs `fn` in a forked child that joined the mount namespace `mnt_ns` (setns needs a
+/// single-threaded caller); its result is fn's (an errno value, 0 for success), or
+/// the errno of the join. Blocking: pool only.
+int in_mount_namespace(int mnt_ns, const std::function<int()>& fn);
 
 /// True when `p` is `base` or lies below it.
 bool within(const std::string& p, const std::string& base);
@@ -145,24 +198,49 @@ inline constexpr int64_t inodes_per_mb = 256;
 
 /// /tmp, /home and /dev/shm with their configured sizes, scaled down together so that
 /// they hold at most half of `memory_mb` (at least 1 MiB each).
-std::vector<ephemeral_mount> ephemeral_mounts(const bwrap_options& o, int64_t memory_mb);
+std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb);
+
+/// What every backend object on one state directory shares inside boxd: the folder's
+/// lock, the quota images and their mounts, the uid allocation, the cgroup tree, the
+/// seccomp program and boxrt-init's image. box_init may select nsjail while the bwrap
+/// backend still exists (a skill store may hold it); both then work on the same images
+/// and uids, and orphans are cleaned once, by the first.
+struct host_state {
+  /// The shared state of `o.state_dir`, made by the first caller with its options;
+  /// null with `why` when the folder cannot be used.
+  static std::shared_ptr<host_state> open(const sandbox_options& o, std::string& why);
+  ~host_state();
+
+  std::string state_dir;
+  int lock_fd = -1;
+  std::unique_ptr<cgroup_tree> cgroups;
+  std::string cgroup_reason;
+  std::unique_ptr<loop_quota> quota;
+  /// Shared with the sessions: one may outlive the backend (its release still counts).
+  std::shared_ptr<uid_allocator> uids;
+  std::string seccomp;
+  /// boxrt-init, read once: each sandbox gets a copy on its own root (bwrap --file) or
+  /// is started from it (nsjail --execute_fd), so the build folder's path never shows.
+  unique_fd init_image;
+  std::atomic<bool> orphans_cleaned{false};
+};
 
 /// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.
 std::string managed_tenant_name(const std::string& host_path);
 
-} // namespace bwrap_detail
+} // namespace sandbox_detail
 
-using namespace bwrap_detail;
+using namespace sandbox_detail;
 
 // -- session ----------------------------------------------------------------------------
 
-class bwrap_managed_process;
+class sandbox_managed_process;
 
-class bwrap_session final : public backend_session, public std::enable_shared_from_this<bwrap_session> {
+class sandbox_session final : public backend_session, public std::enable_shared_from_this<sandbox_session> {
  public:
-  bwrap_session(std::string id, box_spec spec, bool own_paths)
+  sandbox_session(std::string id, box_spec spec, bool own_paths)
     : id_(std::move(id)), spec(std::move(spec)), own_paths(own_paths) {}
-  ~bwrap_session() override { teardown(); }
+  ~sandbox_session() override { teardown(); }
 
   std::string id() const override { return id_; }
   bool alive() const override { return alive_.load() && !interrupted_.load(); }
@@ -179,26 +257,26 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
       return;
     if (group)
       group->signal_all();
-    kill_bwrap();
+    kill_driver();
   }
 
-  /// Installs what a launch made: the cgroup, then the started bwrap. Returns false
+  /// Installs what a launch made: the cgroup, then the started driver (bwrap, nsjail). Returns false
   /// when the session was interrupted meanwhile (the caller kills what it made).
   bool adopt_group(std::unique_ptr<cgroup_tree::group> g) {
     std::lock_guard lock{kill_mtx_};
     group = std::move(g);
     return !interrupted_;
   }
-  bool adopt_bwrap(pid_t p) {
+  bool adopt_driver(pid_t p) {
     std::lock_guard lock{kill_mtx_};
     pid = p;
     pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
     if (interrupted_)
-      kill_bwrap();
+      kill_driver();
     return !interrupted_;
   }
 
-  /// SIGKILLs every process of the sandbox (its cgroup, and bwrap itself) and waits
+  /// SIGKILLs every process of the sandbox (its cgroup, and the driver) and waits
   /// until the group is empty (bounded). `over`: the session ends with it (a timeout, a
   /// broken channel); else the next exec starts a fresh sandbox. Blocking: pool only.
   void kill_sandbox(bool over) {
@@ -207,15 +285,15 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
     std::lock_guard lock{kill_mtx_};
     if (group)
       group->kill_all();
-    kill_bwrap();
+    kill_driver();
   }
 
-  /// True once the sandbox's outer bwrap has exited (its pidfd is readable): it was
+  /// True once the sandbox's driver process has exited (its pidfd is readable): it was
   /// killed, or init died and took it along. Non-blocking.
   bool died() const {
     if (pid <= 0)
       return true;
-    // The outer bwrap, or the sandbox's reaper (pid 1 inside), which ends with init.
+    // The driver, or the sandbox's reaper (pid 1 inside), which ends with init.
     for (auto* fd : {&pidfd, &ns_pidfd}) {
       pollfd p{fd->get(), POLLIN, 0};
       if (*fd && ::poll(&p, 1, 0) > 0)
@@ -240,6 +318,7 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
     }
     ns_pid = -1;
     ns_pidfd.reset();
+    mnt_ns.reset();
     from_init.reset();
     errors.reset();
     {
@@ -279,19 +358,28 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
       release_uid();
   }
 
+  /// "bwrap sandbox <id>": how errors name this sandbox.
+  std::string what() const { return driver + " sandbox " + id_; }
+
   std::string id_;
+  /// The driver's name ("bwrap", "nsjail").
+  std::string driver;
+  /// Keeps the quota images' owner and the uid allocation alive as long as the session.
+  std::shared_ptr<host_state> host;
   /// The spec the session started with: every fresh sandbox of it is made from this.
   box_spec spec;
   bool own_paths = false;
   std::atomic<bool> alive_{true};
   std::atomic<bool> interrupted_{false};
-  /// The outer bwrap (a child of boxd) and a pidfd of it.
+  /// The driver process (bwrap or nsjail, a child of boxd) and a pidfd of it.
   pid_t pid = -1;
   unique_fd pidfd;
-  /// The sandbox's first process as the host sees it (bwrap's --info-fd child-pid): the
-  /// way into its namespaces.
+  /// The sandbox's first process as the host sees it (bwrap's --info-fd child-pid,
+  /// nsjail's one child): the way into its namespaces.
   pid_t ns_pid = -1;
   unique_fd ns_pidfd;
+  /// The sandbox's mount namespace (nsjail: skills are mounted into it, see mount_skill).
+  unique_fd mnt_ns;
   unique_fd to_init;
   unique_fd from_init;
   unique_fd errors;
@@ -332,7 +420,7 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   /// that timed out are skipped). Blocking, bounded by control_timeout.
   result<proto::control_reply> control(std::string frame, int64_t id);
 
-  void add_process(const std::shared_ptr<bwrap_managed_process>& p) {
+  void add_process(const std::shared_ptr<sandbox_managed_process>& p) {
     std::lock_guard lock{procs_mtx_};
     std::erase_if(procs_, [](auto& w) { return w.expired(); });
     procs_.push_back(p);
@@ -342,9 +430,9 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
   void sandbox_ended();
 
  private:
-  /// SIGKILL to bwrap through its pidfd (never a pid that may have been reused since
-  /// it was reaped). Called with kill_mtx_ held.
-  void kill_bwrap() {
+  /// SIGKILL to the driver through its pidfd (never a pid that may have been reused
+  /// since it was reaped). Called with kill_mtx_ held.
+  void kill_driver() {
     if (pidfd)
       ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
     else if (pid > 0)
@@ -353,23 +441,23 @@ class bwrap_session final : public backend_session, public std::enable_shared_fr
 
   std::mutex teardown_mtx_;
   std::mutex procs_mtx_;
-  std::vector<std::weak_ptr<bwrap_managed_process>> procs_;
+  std::vector<std::weak_ptr<sandbox_managed_process>> procs_;
   /// Guards `group`, `pid` and `pidfd` between interrupt (actor thread) and the pool.
   std::mutex kill_mtx_;
   bool torn_down_ = false;
 };
 
-/// A managed process inside a bwrap sandbox: boxrt-init's child, reached through FIFOs
+/// A managed process inside a sandbox: boxrt-init's child, reached through FIFOs
 /// of the session's io folder. Its exit code comes from the `<name>.exit` file init
 /// writes; when the sandbox itself ends first, the code is 137 (killed with it).
-class bwrap_managed_process final : public fd_managed_process {
+class sandbox_managed_process final : public fd_managed_process {
  public:
-  bwrap_managed_process(std::weak_ptr<bwrap_session> session, std::string name, std::string io_dir,
+  sandbox_managed_process(std::weak_ptr<sandbox_session> session, std::string name, std::string io_dir,
                         int in_fd, int out_fd, int err_fd)
     : fd_managed_process{in_fd, out_fd, err_fd}, session_{std::move(session)}, name_{std::move(name)},
       exit_path_{io_dir + "/" + name_ + ".exit"} {}
 
-  ~bwrap_managed_process() override {
+  ~sandbox_managed_process() override {
     if (!exit_code())
       send_signal(SIGKILL);
     ::unlink(exit_path_.c_str());
@@ -414,7 +502,7 @@ class bwrap_managed_process final : public fd_managed_process {
       req.id = ++s->ctl_seq;
     }
     if (auto r = s->control(proto::encode(req), req.id); !r)
-      spdlog::debug("bwrap: cannot signal managed process {} in {}: {}", name_, s->id(), r.error().message);
+      spdlog::debug("{}: cannot signal managed process {} in {}: {}", s->driver, name_, s->id(), r.error().message);
   }
 
  private:
@@ -440,7 +528,7 @@ class bwrap_managed_process final : public fd_managed_process {
     return code;
   }
 
-  std::weak_ptr<bwrap_session> session_;
+  std::weak_ptr<sandbox_session> session_;
   std::string name_;
   std::string exit_path_;
   std::atomic<bool> ended_{false};
@@ -448,8 +536,8 @@ class bwrap_managed_process final : public fd_managed_process {
 
 // -- backend ----------------------------------------------------------------------------
 
-/// The one thread that forks sandboxes. bwrap's --die-with-parent (a parent-death
-/// signal) fires when the *thread* that forked it ends, and worker-pool threads end
+/// The one thread that forks sandboxes. A parent-death signal (bwrap's
+/// --die-with-parent, the nsjail launcher's own) fires when the *thread* that forked it ends, and worker-pool threads end
 /// when idle: forking from this thread, which lives as long as the backend, keeps warm
 /// sandboxes alive.
 class launcher_thread {
@@ -501,18 +589,9 @@ class launcher_thread {
   std::thread thread_;
 };
 
-struct bwrap_backend::impl {
+struct sandbox_backend::impl {
   launcher_thread launcher;
-  std::unique_ptr<cgroup_tree> cgroups;
-  std::string cgroup_reason;
-  std::unique_ptr<loop_quota> quota;
-  /// Shared with the sessions: one may outlive the backend (its release still counts).
-  std::shared_ptr<uid_allocator> uids;
-  std::string seccomp;
-  /// boxrt-init, read once: each sandbox gets a copy on its own root (bwrap --file), so
-  /// the build folder's path never shows inside.
-  unique_fd init_image;
-  int lock_fd = -1;
+  std::shared_ptr<host_state> host;
   std::atomic<uint64_t> next_id{1};
   std::mutex probe_mtx;
   std::optional<bool> storage_ok;

@@ -1,10 +1,14 @@
-// The sandbox of one bwrap session at run time: its control channel to boxrt-init,
+// The sandbox of one session at run time: its control channel to boxrt-init,
 // its managed processes and their end with it, and the helpers of the driver.
-#include "backends/bwrap/sandbox.hpp"
+#include "backends/sandbox/detail.hpp"
 
 namespace boxrt {
 
-namespace bwrap_detail {
+const char* driver_name(sandbox_driver d) {
+  return d == sandbox_driver::nsjail ? "nsjail" : "bwrap";
+}
+
+namespace sandbox_detail {
 
 std::vector<std::string> sandbox_env(const std::map<std::string, std::string>& env) {
   std::vector<std::string> out{std::string{"PATH="} + sandbox_path, "HOME=/home", "PYTHONUNBUFFERED=1",
@@ -44,7 +48,7 @@ std::string self_dir() {
 int high_fd(int fd) {
   if (fd < 0)
     return fd;
-  int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 16);
   ::close(fd);
   return h;
 }
@@ -75,7 +79,7 @@ void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown, int
   if (::fstat(fd, &st) == 0 && st.st_uid == uid && st.st_gid == gid)
     return;
   if (auto e = beneath::hand_over(fd, uid, gid, host_gid); e != 0)
-    spdlog::warn("bwrap: cannot hand {} over to uid {}: {}", shown, uid, std::strerror(e));
+    spdlog::warn("sandbox: cannot hand {} over to uid {}: {}", shown, uid, std::strerror(e));
 }
 
 pid_t child_pid_of(const std::string& info) {
@@ -89,6 +93,48 @@ pid_t child_pid_of(const std::string& info) {
   pid_t pid = 0;
   auto [end, errc] = std::from_chars(info.data() + at, info.data() + info.size(), pid);
   return errc == std::errc{} ? pid : -1;
+}
+
+std::vector<system_path> system_paths() {
+  std::vector<system_path> out{{"/usr", {}}};
+  std::error_code err;
+  for (const char* dir : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    auto st = fs::symlink_status(dir, err);
+    if (err || !fs::exists(st))
+      continue;
+    out.push_back({dir, fs::is_symlink(st) ? fs::read_symlink(dir, err).string() : std::string{}});
+  }
+  for (const char* e : {"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+                        "/etc/ssl/certs", "/etc/localtime"})
+    if (fs::exists(e, err))
+      out.push_back({e, {}});
+  return out;
+}
+
+pid_t only_child_of(pid_t pid) {
+  auto path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
+  std::ifstream in{path};
+  pid_t child = -1, more = -1;
+  if (!(in >> child) || child <= 0 || (in >> more))
+    return -1;
+  return child;
+}
+
+int in_mount_namespace(int mnt_ns, const std::function<int()>& fn) {
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return errno;
+  if (pid == 0) {
+    if (::setns(mnt_ns, CLONE_NEWNS) != 0)
+      ::_exit(errno & 0xff);
+    ::_exit(fn() & 0xff);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status))
+    return EIO;
+  return WEXITSTATUS(status);
 }
 
 bool within(const std::string& p, const std::string& base) {
@@ -121,7 +167,7 @@ void unmount_and_remove(const std::string& dir) {
   for (auto& m : mounts_under(dir))
     ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   if (!mounts_under(dir).empty()) {
-    spdlog::warn("bwrap: {} still has mounts; not removed", dir);
+    spdlog::warn("sandbox: {} still has mounts; not removed", dir);
     return;
   }
   auto slash = dir.rfind('/');
@@ -129,11 +175,11 @@ void unmount_and_remove(const std::string& dir) {
   if (!parent)
     return;
   if (auto err = beneath::remove_tree(parent.get(), dir.substr(slash + 1)))
-    spdlog::warn("bwrap: cannot remove {} ({}: {}); retried at the next start", dir, err.detail,
+    spdlog::warn("sandbox: cannot remove {} ({}: {}); retried at the next start", dir, err.detail,
                  std::strerror(err.error));
 }
 
-std::vector<ephemeral_mount> ephemeral_mounts(const bwrap_options& o, int64_t memory_mb) {
+std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb) {
   std::vector<std::pair<const char*, int64_t>> wanted{{"/tmp", o.tmp_size_mb}, {"/home", o.home_size_mb},
                                                       {"/dev/shm", o.shm_size_mb}};
   int64_t sum = 0;
@@ -159,33 +205,33 @@ std::string managed_tenant_name(const std::string& host_path) {
   return {};
 }
 
-} // namespace bwrap_detail
+} // namespace sandbox_detail
 
-result<proto::control_reply> bwrap_session::control(std::string frame, int64_t id) {
+result<proto::control_reply> sandbox_session::control(std::string frame, int64_t id) {
   std::lock_guard lock{ctl_mtx};
   if (!ctl_req || !alive())
-    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " is not running");
+    return make_box_error(ec::box_error, what() + " is not running");
   auto deadline = clock_type::now() + control_timeout;
   if (write_frame(ctl_req.get(), frame, deadline, &interrupted_) != read_status::ok)
-    return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " does not take requests");
+    return make_box_error(ec::box_error, what() + " does not take requests");
   for (;;) {
     std::string payload;
     // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
     auto st = read_frame(ctl_rep.get(), payload, deadline, &interrupted_, 64 * 1024);
     if (st == read_status::timeout)
-      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " did not answer in time");
+      return make_box_error(ec::box_error, what() + " did not answer in time");
     if (st == read_status::closed)
-      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " has ended");
+      return make_box_error(ec::box_error, what() + " has ended");
     auto reply = proto::decode_control_reply(payload);
     if (!reply)
-      return make_box_error(ec::box_error, "bwrap sandbox " + id_ + " sent a malformed reply");
+      return make_box_error(ec::box_error, what() + " sent a malformed reply");
     if (reply->id == id)
       return *reply;
   }
 }
 
-void bwrap_session::sandbox_ended() {
-  std::vector<std::shared_ptr<bwrap_managed_process>> alive;
+void sandbox_session::sandbox_ended() {
+  std::vector<std::shared_ptr<sandbox_managed_process>> alive;
   {
     std::lock_guard lock{procs_mtx_};
     for (auto& w : procs_)

@@ -1,14 +1,89 @@
 // The bubblewrap backend: options and start-up checks, sessions, exec through
 // boxrt-init, the skills view, managed processes and the readiness probe. The sandbox
 // itself is in sandbox.cpp, its launch in launch.cpp.
-#include "backends/bwrap/sandbox.hpp"
+#include "backends/sandbox/detail.hpp"
+#include "backends/nsjail/nsjail.hpp"
 
 namespace boxrt {
 
-bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<impl>()), opts_(std::move(options)) {
+namespace sandbox_detail {
+
+std::shared_ptr<host_state> host_state::open(const sandbox_options& o, std::string& why) {
+  static std::mutex mtx;
+  static std::map<std::string, std::weak_ptr<host_state>> open_states;
+  std::lock_guard lock{mtx};
+  if (auto existing = open_states[o.state_dir].lock())
+    return existing;
+  auto h = std::make_shared<host_state>();
+  h->state_dir = o.state_dir;
+  std::error_code err;
+  fs::create_directories(o.state_dir, err);
+  if (err) {
+    why = "cannot create the state directory " + o.state_dir + ": " + err.message();
+    return nullptr;
+  }
+  ::chmod(o.state_dir.c_str(), 0700);
+  // One boxd per state directory: its orphans are ours to clean, nobody else's.
+  h->lock_fd = ::open((o.state_dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (h->lock_fd < 0 || ::flock(h->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    why = "the state directory " + o.state_dir + " is in use by another boxd";
+    return nullptr;
+  }
+  auto program = seccomp_program();
+  if (!program) {
+    why = "cannot build the seccomp filter: " + program.error().message;
+    return nullptr;
+  }
+  h->seccomp = std::move(program.value());
+  {
+    std::ifstream in{o.init_path, std::ios::binary};
+    std::string image{std::istreambuf_iterator<char>{in}, {}};
+    h->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (image.empty() || !h->init_image || !proto::write_all(h->init_image.get(), image)
+        || ::fcntl(h->init_image.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+      why = "cannot load boxrt-init from " + o.init_path;
+      return nullptr;
+    }
+  }
+  // Group names carry this state directory, so two boxds never share a cgroup.
+  auto base = "boxrt-" + sha256_hex(o.state_dir).substr(0, 12);
+  if (!o.cgroup_root.empty()) {
+    auto cg = std::make_unique<cgroup_tree>(o.cgroup_root, base, cgroup_tree::detect(o.cgroup_root));
+    if (cg->usable(&h->cgroup_reason))
+      h->cgroups = std::move(cg);
+    else
+      spdlog::warn("sandbox: cgroup limits are not usable ({}); processes are capped by RLIMIT_NPROC "
+                   "per sandbox uid, memory and cpu are not capped",
+                   h->cgroup_reason);
+  } else {
+    h->cgroup_reason = "cgroups disabled by configuration";
+  }
+  h->quota = std::make_unique<loop_quota>(o.state_dir + "/images", o.state_dir + "/mounts");
+  h->uids = std::make_shared<uid_allocator>(o.uid_first, o.uid_last);
+  for (auto& dir : o.workspace_roots)
+    h->uids->scan(dir);
+  open_states[o.state_dir] = h;
+  return h;
+}
+
+host_state::~host_state() {
+  if (quota)
+    quota->release_all();
+  if (cgroups)
+    cgroups->remove_base();
+  if (lock_fd >= 0)
+    ::close(lock_fd);
+}
+
+} // namespace sandbox_detail
+
+sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_unique<impl>()), opts_(std::move(options)) {
   ::signal(SIGPIPE, SIG_IGN); // a sandbox that dies mid-request must not take boxd along
-  if (opts_.bwrap_path.empty())
+  const bool nsjail = opts_.driver == sandbox_driver::nsjail;
+  if (opts_.bwrap_path.empty() && !nsjail)
     opts_.bwrap_path = find_on_path("bwrap");
+  if (nsjail && !opts_.nsjail_path.empty() && opts_.nsjail_path.find('/') == std::string::npos)
+    opts_.nsjail_path = find_on_path(opts_.nsjail_path);
   if (opts_.init_path.empty()) {
     // Beside the executable (boxd in the build folder or an install), else the build
     // folder this library was built in (tests).
@@ -20,8 +95,12 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
   }
   std::error_code err;
   opts_.state_dir = fs::absolute(opts_.state_dir, err).lexically_normal().string();
-  if (opts_.bwrap_path.empty()) {
+  if (!nsjail && opts_.bwrap_path.empty()) {
     unavailable_ = "bubblewrap (bwrap) is not installed";
+    return;
+  }
+  if (nsjail && (opts_.nsjail_path.empty() || ::access(opts_.nsjail_path.c_str(), X_OK) != 0)) {
+    unavailable_ = "nsjail is not available: " + (opts_.nsjail_path.empty() ? std::string{"no nsjail binary"} : opts_.nsjail_path + " is not executable");
     return;
   }
   if (::access(opts_.init_path.c_str(), X_OK) != 0) {
@@ -29,98 +108,51 @@ bwrap_backend::bwrap_backend(bwrap_options options) : impl_(std::make_unique<imp
     return;
   }
   if (::geteuid() != 0) {
-    unavailable_ = "the bwrap backend needs root (limits, quotas and the sandbox uid)";
+    unavailable_ = std::string{"the "} + name() + " backend needs root (limits, quotas and the sandbox uid)";
     return;
   }
   if (opts_.uid_first == 0 || opts_.uid_last < opts_.uid_first) {
     unavailable_ = "the sandbox uid range must be non-empty and must not include 0";
     return;
   }
-  fs::create_directories(opts_.state_dir, err);
-  if (err) {
-    unavailable_ = "cannot create the state directory " + opts_.state_dir + ": " + err.message();
+  impl_->host = host_state::open(opts_, unavailable_);
+  if (!impl_->host)
     return;
-  }
-  ::chmod(opts_.state_dir.c_str(), 0700);
-  // One boxd per state directory: its orphans are ours to clean, nobody else's.
-  impl_->lock_fd = ::open((opts_.state_dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  if (impl_->lock_fd < 0 || ::flock(impl_->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    unavailable_ = "the state directory " + opts_.state_dir + " is in use by another boxd";
-    return;
-  }
-  auto program = seccomp_program();
-  if (!program) {
-    unavailable_ = "cannot build the seccomp filter: " + program.error().message;
-    return;
-  }
-  impl_->seccomp = std::move(program.value());
-  {
-    std::ifstream in{opts_.init_path, std::ios::binary};
-    std::string image{std::istreambuf_iterator<char>{in}, {}};
-    impl_->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-    if (image.empty() || !impl_->init_image || !proto::write_all(impl_->init_image.get(), image)
-        || ::fcntl(impl_->init_image.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-      unavailable_ = "cannot load boxrt-init from " + opts_.init_path;
-      return;
-    }
-  }
-  // Group names carry this state directory, so two boxds never share a cgroup.
-  auto base = "boxrt-" + sha256_hex(opts_.state_dir).substr(0, 12);
-  if (!opts_.cgroup_root.empty()) {
-    auto cg = std::make_unique<cgroup_tree>(opts_.cgroup_root, base, cgroup_tree::detect(opts_.cgroup_root));
-    if (cg->usable(&impl_->cgroup_reason))
-      impl_->cgroups = std::move(cg);
-    else
-      spdlog::warn("bwrap: cgroup limits are not usable ({}); processes are capped by RLIMIT_NPROC "
-                   "per sandbox uid, memory and cpu are not capped",
-                   impl_->cgroup_reason);
-  } else {
-    impl_->cgroup_reason = "cgroups disabled by configuration";
-  }
   // The staging mount point must be reachable by the sandbox uid: /run when it exists.
   stage_root_ = fs::is_directory("/run") ? "/run/boxrt-stage" : "/tmp/boxrt-stage";
   fs::create_directories(stage_root_, err);
   ::chmod(stage_root_.c_str(), 0755);
-  impl_->quota = std::make_unique<loop_quota>(opts_.state_dir + "/images", opts_.state_dir + "/mounts");
-  impl_->uids = std::make_shared<uid_allocator>(opts_.uid_first, opts_.uid_last);
-  for (auto& dir : opts_.workspace_roots)
-    impl_->uids->scan(dir);
 }
 
-bwrap_backend::~bwrap_backend() {
-  if (impl_->quota)
-    impl_->quota->release_all();
-  if (impl_->cgroups)
-    impl_->cgroups->remove_base();
-  if (impl_->lock_fd >= 0)
-    ::close(impl_->lock_fd);
-}
+sandbox_backend::~sandbox_backend() = default;
 
-result<std::shared_ptr<backend_session>> bwrap_backend::start_session(const box_spec& spec) {
+result<std::shared_ptr<backend_session>> sandbox_backend::start_session(const box_spec& spec) {
   return start(spec, false);
 }
 
-uint32_t bwrap_backend::sandbox_uid(const backend_session& session) const {
-  auto* s = dynamic_cast<const bwrap_session*>(&session);
+uint32_t sandbox_backend::sandbox_uid(const backend_session& session) const {
+  auto* s = dynamic_cast<const sandbox_session*>(&session);
   return s ? s->uid : 0;
 }
 
-std::string bwrap_backend::io_limits(const backend_session& session) const {
-  auto* s = dynamic_cast<const bwrap_session*>(&session);
+std::string sandbox_backend::io_limits(const backend_session& session) const {
+  auto* s = dynamic_cast<const sandbox_session*>(&session);
   return s && s->group ? s->group->io_limits() : std::string{};
 }
 
-pid_t bwrap_backend::sandbox_pid(const backend_session& session) const {
-  auto* s = dynamic_cast<const bwrap_session*>(&session);
+pid_t sandbox_backend::sandbox_pid(const backend_session& session) const {
+  auto* s = dynamic_cast<const sandbox_session*>(&session);
   return s ? s->ns_pid : -1;
 }
 
-result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& spec, bool own_paths) {
+result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& spec, bool own_paths) {
   if (!unavailable_.empty())
     return make_box_error(ec::backend_unavailable, unavailable_);
   auto serial = impl_->next_id++;
-  auto sid = "bwrap-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
-  auto s = std::make_shared<bwrap_session>(sid, spec, own_paths);
+  auto sid = name() + "-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
+  auto s = std::make_shared<sandbox_session>(sid, spec, own_paths);
+  s->driver = name();
+  s->host = impl_->host;
   // boxd's own state is never a tenant's mount, nor inside one: judged by the spec's
   // text first, before anything is created or mounted for it, and again on what the
   // kernel reports once each source is open.
@@ -148,23 +180,23 @@ result<std::shared_ptr<backend_session>> bwrap_backend::start(const box_spec& sp
     s->teardown();
     return e;
   }
-  spdlog::debug("bwrap: session {} started as {} (pid {})", spec.session_id, sid, s->pid);
+  spdlog::debug("{}: session {} started as {} (pid {})", name(), spec.session_id, sid, s->pid);
   return std::shared_ptr<backend_session>{std::move(s)};
 }
 
-result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec& spec,
+result<exec_result> sandbox_backend::exec(backend_session& session, const box_spec& spec,
                                         const exec_limits& limits) {
-  auto* s = dynamic_cast<bwrap_session*>(&session);
+  auto* s = dynamic_cast<sandbox_session*>(&session);
   if (s == nullptr)
-    return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
+    return make_box_error(ec::box_error, name() + " backend got a session of another backend");
   std::lock_guard lock{s->exec_mtx};
   exec_result out;
   out.session_id = spec.session_id;
-  out.backend_name = "bwrap";
+  out.backend_name = name();
   if (s->interrupted_)
-    return interrupted_exec(spec, "bwrap");
+    return interrupted_exec(spec, name());
   if (!s->alive())
-    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+    return make_box_error(ec::box_error, s->what() + " is not running");
   // A sandbox that died since the last exec (killed from outside, or its init gone) is
   // replaced before this exec reaches it, with the same workspace: nothing of this
   // exec has run yet, so it runs exactly once, in the fresh sandbox.
@@ -202,7 +234,7 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
     auto why = read_available(s->errors.get());
     s->kill_sandbox(false);
     if (s->interrupted_)
-      return interrupted_exec(spec, "bwrap");
+      return interrupted_exec(spec, name());
     if (oom) {
       // The out-of-memory killer took the sandbox's own process: report it as such.
       out.exit_code = 137;
@@ -210,13 +242,13 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
       out.duration_ms = elapsed;
       return out;
     }
-    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " exited during the command"
+    return make_box_error(ec::box_error, s->what() + " exited during the command"
                                            + (why.empty() ? std::string{} : ": " + why));
   }
   auto reply = init_channel::accept_reply(payload, limits.max_output_bytes);
   if (!reply) {
     s->kill_sandbox(true);
-    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " sent a malformed reply");
+    return make_box_error(ec::box_error, s->what() + " sent a malformed reply");
   }
   out.exit_code = reply->exit_code;
   out.stdout_text = clip_captured(reply->stdout_kept, reply->stdout_total, limits.max_output_bytes);
@@ -232,7 +264,7 @@ result<exec_result> bwrap_backend::exec(backend_session& session, const box_spec
   return out;
 }
 
-box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
+box_error sandbox_backend::sync_skills(sandbox_session& s, const box_spec& spec) {
   std::map<std::string, mount_spec> want;
   for (auto& m : spec.extra_mounts)
     if (auto name = skill_mount_name(spec, m); !name.empty())
@@ -248,9 +280,7 @@ box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
       ++it;
       continue;
     }
-    auto point = s.skills_view + "/" + it->first;
-    ::umount2(point.c_str(), MNT_DETACH);
-    ::rmdir(point.c_str());
+    unmount_skill(s, it->first);
     it = s.skills_mounted.erase(it);
   }
   for (auto& [name, m] : want) {
@@ -262,27 +292,89 @@ box_error bwrap_backend::sync_skills(bwrap_session& s, const box_spec& spec) {
     auto real = beneath::path_of(source.get());
     if (within(real, opts_.state_dir) || within(opts_.state_dir, real))
       return make_box_error(ec::validation, "skill mount " + m.host_path + " is blocked for security");
-    auto point = s.skills_view + "/" + name;
-    std::error_code err;
-    fs::create_directories(point, err);
     if (m.mode == mount_mode::rw)
       hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
-    if (auto e = attach_bind(source.get(), m.host_path, point, m.mode == mount_mode::ro)) {
-      ::rmdir(point.c_str());
+    if (auto e = mount_skill(s, source.get(), m, name))
       return e;
-    }
     s.skills_mounted[name] = m;
   }
   return {};
 }
 
-result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(backend_session& session,
+box_error sandbox_backend::mount_skill(sandbox_session& s, int source, const mount_spec& m, const std::string& name) {
+  auto point = s.skills_view + "/" + name;
+  std::error_code err;
+  fs::create_directories(point, err);
+  const bool ro = m.mode == mount_mode::ro;
+  if (opts_.driver == sandbox_driver::bwrap) {
+    // The view is shared: a mount on the host side propagates into the sandbox.
+    if (auto e = attach_bind(source, m.host_path, point, ro)) {
+      ::rmdir(point.c_str());
+      return e;
+    }
+    return {};
+  }
+  // nsjail makes the sandbox's mounts private, so the skill is attached inside its own
+  // mount namespace: a detached copy taken here, moved there onto the mount point the
+  // view's new folder shows at <mount_path>/.skills/<name>. The point is opened without
+  // following links and must lie on the view itself (same device as the host side).
+  unique_fd tree{static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))};
+  struct stat view{};
+  if (!tree || ::stat(s.skills_view.c_str(), &view) != 0) {
+    ::rmdir(point.c_str());
+    return make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno));
+  }
+  if (ro) {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+      ::rmdir(point.c_str());
+      return make_box_error(ec::box_error, "cannot make " + m.host_path + " read-only: " + std::strerror(errno));
+    }
+  }
+  auto inside = s.spec.mount_path + "/.skills/" + name;
+  int tree_fd = tree.get();
+  int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    int at = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, inside.c_str(), &how, sizeof how));
+    struct stat st{};
+    if (at < 0 || ::fstat(at, &st) != 0)
+      return errno;
+    if (st.st_dev != view.st_dev)
+      return EXDEV;
+    if (::move_mount(tree_fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+      return errno;
+    return 0;
+  });
+  if (rc != 0) {
+    ::rmdir(point.c_str());
+    return make_box_error(ec::box_error, "cannot mount " + m.host_path + " at " + inside + ": " + std::strerror(rc));
+  }
+  return {};
+}
+
+void sandbox_backend::unmount_skill(sandbox_session& s, const std::string& name) {
+  auto point = s.skills_view + "/" + name;
+  if (opts_.driver == sandbox_driver::nsjail && s.mnt_ns) {
+    auto inside = s.spec.mount_path + "/.skills/" + name;
+    in_mount_namespace(s.mnt_ns.get(), [&] {
+      return ::umount2(inside.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
+    });
+  } else {
+    ::umount2(point.c_str(), MNT_DETACH);
+  }
+  ::rmdir(point.c_str());
+}
+
+result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(backend_session& session,
                                                                              const process_spec& spec) {
-  auto* s = dynamic_cast<bwrap_session*>(&session);
+  auto* s = dynamic_cast<sandbox_session*>(&session);
   if (s == nullptr)
-    return make_box_error(ec::box_error, "bwrap backend got a session of another backend");
+    return make_box_error(ec::box_error, name() + " backend got a session of another backend");
   if (!s->alive())
-    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+    return make_box_error(ec::box_error, s->what() + " is not running");
   {
     // A running exec owns the sandbox (and notices its death itself): only when none
     // runs is a dead sandbox replaced here.
@@ -293,7 +385,7 @@ result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(ba
   }
   std::shared_lock state{s->sandbox_mtx};
   if (s->io_dir.empty() || !s->alive())
-    return make_box_error(ec::box_error, "bwrap sandbox " + s->id() + " is not running");
+    return make_box_error(ec::box_error, s->what() + " is not running");
   auto name = "p" + std::to_string(++s->process_seq);
   auto path = [&](const char* suffix) { return s->io_dir + "/" + name + suffix; };
   int in_rw = -1, out = -1, err = -1;
@@ -332,7 +424,7 @@ result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(ba
   auto reply = s->control(proto::encode(req), req.id);
   if (!reply || !reply->error.empty()) {
     cleanup();
-    return make_box_error(ec::box_error, "bwrap: cannot start managed process " + spec.process_id + ": "
+    return make_box_error(ec::box_error, this->name() + ": cannot start managed process " + spec.process_id + ": "
                                            + (reply ? reply->error : reply.error().message));
   }
   // The child holds its end of stdin now: ours becomes write-only, so the child's end
@@ -341,19 +433,19 @@ result<std::shared_ptr<managed_process>> bwrap_backend::start_managed_process(ba
   close_fd(in_rw);
   for (const char* suffix : {".in", ".out", ".err"})
     ::unlink(path(suffix).c_str()); // both ends are open; the names are not needed
-  auto p = std::make_shared<bwrap_managed_process>(s->weak_from_this(), name, s->io_dir, in, out, err);
+  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, s->io_dir, in, out, err);
   s->add_process(p);
-  spdlog::debug("bwrap: managed process {} started in {} as {} (pid {} inside)", spec.process_id, s->id(), name,
+  spdlog::debug("{}: managed process {} started in {} as {} (pid {} inside)", this->name(), spec.process_id, s->id(), name,
                 reply->pid);
   return std::shared_ptr<managed_process>{std::move(p)};
 }
 
-void bwrap_backend::stop_session(backend_session& session) {
-  if (auto* s = dynamic_cast<bwrap_session*>(&session))
+void sandbox_backend::stop_session(backend_session& session) {
+  if (auto* s = dynamic_cast<sandbox_session*>(&session))
     s->teardown();
 }
 
-result<std::shared_ptr<void>> bwrap_backend::acquire_skill_storage(const std::string& dir) {
+result<std::shared_ptr<void>> sandbox_backend::acquire_skill_storage(const std::string& dir) {
   if (!unavailable_.empty() || opts_.skills_tenants_dir.empty())
     return std::shared_ptr<void>{};
   fs::path p{dir};
@@ -362,25 +454,27 @@ result<std::shared_ptr<void>> bwrap_backend::acquire_skill_storage(const std::st
       || managed_tenant_name(opts_.skills_tenants_dir + "/" + name).empty())
     return std::shared_ptr<void>{};
   // The store writes as root; a session hands the packages it mounts to its own uid.
-  auto lease = impl_->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb, 0, 0);
+  auto lease = impl_->host->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb, 0, 0);
   if (!lease)
     return lease.error();
   return std::shared_ptr<void>{std::move(lease.value())};
 }
 
-void bwrap_backend::cleanup_orphans() {
-  if (!unavailable_.empty())
+void sandbox_backend::cleanup_orphans() {
+  // Once per state directory: a backend selected by box_init beside one that still
+  // lives (a skill store may hold it) must not take that one's mounts away.
+  if (!unavailable_.empty() || impl_->host->orphans_cleaned.exchange(true))
     return;
   // Everything an earlier run of this boxd left: its sandboxes (all inside its own
   // cgroups), its quota mounts, its private session folders.
-  if (impl_->cgroups)
-    impl_->cgroups->remove_all();
-  impl_->quota->cleanup_recorded();
+  if (impl_->host->cgroups)
+    impl_->host->cgroups->remove_all();
+  impl_->host->quota->cleanup_recorded();
   unmount_and_remove(opts_.state_dir + "/sessions");
   unmount_and_remove(opts_.state_dir + "/probe");
 }
 
-std::string bwrap_backend::self_test() {
+std::string sandbox_backend::self_test() {
   if (!unavailable_.empty())
     return unavailable_;
   box_spec spec;
@@ -399,11 +493,15 @@ std::string bwrap_backend::self_test() {
   return {};
 }
 
-readiness_report bwrap_backend::probe_readiness(const std::string& workspace_path, bool strict) {
+readiness_report sandbox_backend::probe_readiness(const std::string& workspace_path, bool strict) {
   (void)workspace_path;
   (void)strict;
   readiness_report r;
-  r.backend_name = "bwrap";
+  r.backend_name = name();
+  if (opts_.driver == sandbox_driver::nsjail) {
+    r.text_details[readiness::nsjail_path] = opts_.nsjail_path;
+    r.text_details[readiness::nsjail_version] = nsjail_version(opts_.nsjail_path);
+  }
   r.isolating = true;
   for (auto key : backend_readiness_keys)
     r.details[std::string{key}] = false;
@@ -412,14 +510,14 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
     r.error = unavailable_;
     return r;
   }
-  r.limits_mechanism = impl_->cgroups ? impl_->cgroups->mechanism() : "rlimit";
+  r.limits_mechanism = impl_->host->cgroups ? impl_->host->cgroups->mechanism() : "rlimit";
   std::lock_guard lock{impl_->probe_mtx};
   // Storage: kernel facts, probed once (mkfs and mount are not free).
   // A failed storage probe is tried again next time; a success stands.
   if (!impl_->storage_ok || !*impl_->storage_ok) {
-    impl_->storage_ok = impl_->quota->probe(opts_.state_dir + "/probe/storage", &impl_->storage_reason);
+    impl_->storage_ok = impl_->host->quota->probe(opts_.state_dir + "/probe/storage", &impl_->storage_reason);
     if (!*impl_->storage_ok)
-      spdlog::warn("bwrap: hard quotas are not available: {}", impl_->storage_reason);
+      spdlog::warn("{}: hard quotas are not available: {}", name(), impl_->storage_reason);
   }
   // A real throw-away sandbox: marker file through the workspace bind, its own
   // namespaces, no network, sized /tmp.
@@ -446,7 +544,7 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
       return started.error().message;
     auto res = exec(**started, spec, exec_limits{});
     // The limits hold only if the sandbox really runs inside its group, limited.
-    if (auto* bs = dynamic_cast<bwrap_session*>(started->get()); bs && bs->group) {
+    if (auto* bs = dynamic_cast<sandbox_session*>(started->get()); bs && bs->group) {
       limits_held = bs->group->process_count() >= 2
                     && bs->group->pids_max() == std::to_string(spec.pids_limit + opts_.pids_overhead);
       // I/O caps as the kernel reads them back (configured ones only).
@@ -495,11 +593,11 @@ readiness_report bwrap_backend::probe_readiness(const std::string& workspace_pat
   fs::remove_all(dir, err);
   if (!error.empty()) {
     r.error = error;
-    spdlog::warn("bwrap: readiness probe failed: {}", error);
+    spdlog::warn("{}: readiness probe failed: {}", name(), error);
   }
-  r.details[readiness::resource_limits] = impl_->cgroups != nullptr && error.empty() && limits_held;
+  r.details[readiness::resource_limits] = impl_->host->cgroups != nullptr && error.empty() && limits_held;
   r.details["io_limits"] = io_read_back && error.empty();
-  r.details[readiness::cgroup_v2] = r.details[readiness::resource_limits] && impl_->cgroups->kind() == cgroup_tree::version::v2;
+  r.details[readiness::cgroup_v2] = r.details[readiness::resource_limits] && impl_->host->cgroups->kind() == cgroup_tree::version::v2;
   bool storage = *impl_->storage_ok;
   r.details[readiness::hard_workspace_quota] = storage;
   r.details[readiness::inode_quota] = storage;

@@ -1,8 +1,11 @@
-// The bwrap backend: one bubblewrap sandbox per physical session, kept warm by
-// boxrt-init (backends/init/boxrt_init.cpp) which runs every exec inside the sandbox's existing
-// namespaces. Limits through cgroup v1, hard workspace quotas through loop-mounted ext4
-// images, /tmp and /home as sized tmpfs, a seccomp filter, all capabilities dropped and
-// the command running as an unprivileged host uid. See docs/sandbox.md.
+// The sandbox backend: one sandbox per physical session, kept warm by boxrt-init
+// (backends/init/boxrt_init.cpp) which runs every exec inside the sandbox's existing
+// namespaces, made by one of two drivers: bubblewrap (`bwrap`, the default) or nsjail.
+// Both get the same walls from the same code: limits through cgroups, hard workspace
+// quotas through loop-mounted ext4 images, bounded tmpfs mounts, the same seccomp filter,
+// all capabilities dropped and the command running as the workspace's own unprivileged
+// host uid. Only the argument list and the launch differ (backends/bwrap/args.cpp,
+// backends/nsjail/args.cpp). See docs/sandbox.md.
 #pragma once
 
 #include <memory>
@@ -21,11 +24,20 @@ inline constexpr uint32_t default_sandbox_uid_first = 0x70000000u;
 inline constexpr uint32_t default_sandbox_uid_last = 0x7000ffffu;
 
 class loop_quota;
-class bwrap_session;
+class sandbox_session;
 
-struct bwrap_options {
+/// The program that makes the namespaces of a sandbox.
+enum class sandbox_driver : uint8_t { bwrap, nsjail };
+
+/// "bwrap" or "nsjail": the backend's name on the wire.
+const char* driver_name(sandbox_driver d);
+
+struct sandbox_options {
+  sandbox_driver driver = sandbox_driver::bwrap;
   /// bubblewrap; "" = look up `bwrap` on PATH.
   std::string bwrap_path;
+  /// nsjail (driver nsjail): the path locate_nsjail found.
+  std::string nsjail_path;
   /// boxrt-init; "" = `boxrt-init` beside the running executable.
   std::string init_path;
   /// This boxd's own state: session records, quota images, mount records, lock.
@@ -60,22 +72,23 @@ struct bwrap_options {
   /// cgroup root (v2 when it delegates memory, pids and cpu, else v1 hierarchies under
   /// it); "" = no cgroups (then RLIMIT_NPROC with a uid per session).
   std::string cgroup_root = "/sys/fs/cgroup";
-  /// Processes of the sandbox itself (bwrap twice, boxrt-init) added to pids_limit.
+  /// Processes of the sandbox itself (bwrap twice, boxrt-init; nsjail, the reaper,
+  /// boxrt-init) added to pids_limit.
   int64_t pids_overhead = 3;
   /// How long a sandbox may take to report ready.
   int start_timeout_ms = 15000;
 };
 
-class bwrap_backend : public backend {
+class sandbox_backend : public backend {
  public:
-  explicit bwrap_backend(bwrap_options options);
-  ~bwrap_backend() override;
+  explicit sandbox_backend(sandbox_options options);
+  ~sandbox_backend() override;
 
-  /// Why this backend cannot run here ("" when it can): bwrap or boxrt-init missing,
-  /// not root, the state directory owned by another live boxd.
+  /// Why this backend cannot run here ("" when it can): the driver or boxrt-init
+  /// missing, not root, the state directory owned by another live boxd.
   const std::string& unavailable_reason() const { return unavailable_; }
 
-  const bwrap_options& options() const noexcept { return opts_; }
+  const sandbox_options& options() const noexcept { return opts_; }
 
   /// Starts a throw-away sandbox and runs `true` in it; "" when that works, else why.
   /// Blocking (about 15 ms).
@@ -87,11 +100,12 @@ class bwrap_backend : public backend {
   /// A session's I/O caps as its cgroup reads them back ("" when it has none).
   std::string io_limits(const backend_session& session) const;
 
-  /// The host pid of the sandbox's first process (bwrap's reaper, pid 1 inside; init is
-  /// its child), or -1. It changes when a dead sandbox is replaced.
+  /// The host pid of the sandbox's first process (the reaper, pid 1 inside: bwrap's, or
+  /// boxrt-init's own under nsjail; init is its child), or -1. It changes when a dead
+  /// sandbox is replaced.
   pid_t sandbox_pid(const backend_session& session) const;
 
-  std::string name() const override { return "bwrap"; }
+  std::string name() const override { return driver_name(opts_.driver); }
   bool isolating() const override { return true; }
   readiness_report probe_readiness(const std::string& workspace_path, bool strict) override;
   result<std::shared_ptr<backend_session>> start_session(const box_spec& spec) override;
@@ -106,13 +120,13 @@ class bwrap_backend : public backend {
   void cleanup_orphans() override;
   result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) override;
 
-  /// The bwrap argument list of a session (for tests and logs). Host sources (the
-  /// workspace, extra mounts, the skills view, the io folder, boxrt-init, then the
-  /// bounded tmpfs mounts of /tmp, /home and /dev/shm, in that order) appear as the
-  /// staging paths `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from
-  /// `seccomp_fd`.
+  /// The driver's argument list of a session (for tests and logs). Host sources (the
+  /// workspace, extra mounts, the skills view, the io folder, then the bounded tmpfs
+  /// mounts of /tmp, /home and /dev/shm, in that order) appear as the staging paths
+  /// `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from `seccomp_fd`
+  /// (bwrap applies it; under nsjail boxrt-init does).
   std::vector<std::string> build_args(const box_spec& spec, int seccomp_fd, bool network,
-                                      bool skills_view) const;
+                                      bool skills_view, uint32_t uid = 0) const;
 
  private:
   /// start_session; `own_paths` lets boxd's own probes use folders of its state
@@ -120,20 +134,25 @@ class bwrap_backend : public backend {
   result<std::shared_ptr<backend_session>> start(const box_spec& spec, bool own_paths);
 
   /// What a session keeps across its sandboxes: its uid, quota mounts, private folder.
-  box_error prepare(bwrap_session& s);
+  box_error prepare(sandbox_session& s);
 
   /// Starts a sandbox for `s` (again, after the last one died).
-  box_error launch(bwrap_session& s);
+  box_error launch(sandbox_session& s);
 
   /// Replaces the sandbox of `s` when it has died. Called with s.exec_mtx held.
-  box_error revive(bwrap_session& s);
+  box_error revive(sandbox_session& s);
 
   /// Mounts into the session's skills view exactly the skill mounts of `spec`.
-  box_error sync_skills(bwrap_session& s, const box_spec& spec);
+  box_error sync_skills(sandbox_session& s, const box_spec& spec);
+
+  /// Mounts or unmounts one skill of the view (nsjail: inside the sandbox's own mount
+  /// namespace, which takes no propagation from the host).
+  box_error mount_skill(sandbox_session& s, int source, const mount_spec& m, const std::string& name);
+  void unmount_skill(sandbox_session& s, const std::string& name);
 
   struct impl;
   std::unique_ptr<impl> impl_;
-  bwrap_options opts_;
+  sandbox_options opts_;
   /// Where host sources are bind-mounted, inside the launcher's private mount
   /// namespace, for the unprivileged bwrap to bind from (see start_session).
   std::string stage_root_;
