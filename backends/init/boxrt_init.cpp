@@ -436,7 +436,8 @@ bool install_seccomp() {
       return false;
   }
   ::close(proto::seccomp_fd);
-  if (program.empty() || program.size() % sizeof(sock_filter) != 0)
+  if (program.empty() || program.size() % sizeof(sock_filter) != 0
+      || program.size() / sizeof(sock_filter) > BPF_MAXINSNS)
     return false;
   sock_fprog prog{};
   prog.len = static_cast<unsigned short>(program.size() / sizeof(sock_filter));

@@ -17,7 +17,8 @@ std::vector<std::string> nsjail_args(const args_input& in) {
   };
   auto id = std::to_string(in.uid);
   add({"--mode", "o", "--quiet", "--log_fd", "2", "--time_limit", "0", "--disable_rlimits"});
-  add({"--hostname", "sandbox", "--cwd", "/", "--proc_rw"});
+  // nsjail's default niceness is 19; bwrap's sandboxes run at boxd's own.
+  add({"--hostname", "sandbox", "--cwd", "/", "--proc_rw", "--nice_level", "0"});
   add({"--user", id + ":" + id + ":1", "--group", id + ":" + id + ":1"});
   add({"--pass_fd", std::to_string(init_protocol::channel_in), "--pass_fd",
        std::to_string(init_protocol::channel_out), "--pass_fd", std::to_string(init_protocol::seccomp_fd)});

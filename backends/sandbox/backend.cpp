@@ -4,16 +4,51 @@
 #include "backends/sandbox/detail.hpp"
 #include "backends/nsjail/nsjail.hpp"
 
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U // Linux 6.3; older kernels refuse it and get the plain memfd
+#endif
+
 namespace boxrt {
 
 namespace sandbox_detail {
+
+box_error mount_targets_error(const box_spec& spec) {
+  // The driver creates and binds each target by path, following links, before the
+  // sandbox's root is in place: a target below another mount would pass through what a
+  // command of that mount (or of another sandbox sharing its tree) may have replaced by
+  // a link, and could land the mount on the staging folder or a host path. Targets
+  // inside the sandbox's own machinery are refused too.
+  std::vector<std::pair<std::string, std::string>> targets{{"mount_path", spec.mount_path}};
+  for (size_t i = 0; i < spec.extra_mounts.size(); ++i) {
+    auto& m = spec.extra_mounts[i];
+    if (m.mode != mount_mode::none && skill_mount_name(spec, m).empty())
+      targets.emplace_back("extra_mounts[" + std::to_string(i) + "].mount_path", m.mount_path);
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto& [label, path] = targets[i];
+    for (const char* reserved : {"/proc", "/dev", "/.boxrt"})
+      if (path == "/" || within(path, reserved))
+        return make_box_error(ec::validation, label + " " + path + " is reserved inside the sandbox");
+    for (size_t j = 0; j < i; ++j)
+      if (within(path, targets[j].second) || within(targets[j].second, path))
+        return make_box_error(ec::validation, label + " " + path + " overlaps " + targets[j].first + " "
+                                                + targets[j].second
+                                                + ": nested mounts could be redirected from inside a sandbox");
+  }
+  return {};
+}
 
 std::shared_ptr<host_state> host_state::open(const sandbox_options& o, std::string& why) {
   static std::mutex mtx;
   static std::map<std::string, std::weak_ptr<host_state>> open_states;
   std::lock_guard lock{mtx};
-  if (auto existing = open_states[o.state_dir].lock())
+  if (auto existing = open_states[o.state_dir].lock()) {
+    // Another backend of this folder (box_init selected the other driver): its uids
+    // are the same allocation; its workspace folders are scanned too.
+    for (auto& dir : o.workspace_roots)
+      existing->uids->scan(dir);
     return existing;
+  }
   auto h = std::make_shared<host_state>();
   h->state_dir = o.state_dir;
   std::error_code err;
@@ -38,7 +73,11 @@ std::shared_ptr<host_state> host_state::open(const sandbox_options& o, std::stri
   {
     std::ifstream in{o.init_path, std::ios::binary};
     std::string image{std::istreambuf_iterator<char>{in}, {}};
-    h->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    // Executable on kernels that make memfds non-executable by default (vm.memfd_noexec);
+    // older kernels do not know the flag.
+    h->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC));
+    if (!h->init_image)
+      h->init_image.reset(::memfd_create("boxrt-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (image.empty() || !h->init_image || !proto::write_all(h->init_image.get(), image)
         || ::fcntl(h->init_image.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
       why = "cannot load boxrt-init from " + o.init_path;
@@ -172,6 +211,8 @@ result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& 
     if (spec.extra_mounts[i].mode != mount_mode::none)
       if (auto e = blocked("extra_mounts[" + std::to_string(i) + "].host_path", spec.extra_mounts[i].host_path))
         return e;
+  if (auto e = mount_targets_error(spec))
+    return e;
   if (auto e = prepare(*s)) {
     s->teardown();
     return e;

@@ -120,6 +120,11 @@ pid_t child_pid_of(const std::string& info);
 /// /proc/<pid>/task/<pid>/children, or -1.
 pid_t only_child_of(pid_t pid);
 
+/// Why the spec's mount targets cannot be made safely ("" when they can): a target
+/// inside another (skill mounts aside, which go through the skills view) or inside /,
+/// /proc, /dev or /.boxrt. A BoxValidationError, before anything starts.
+box_error mount_targets_error(const box_spec& spec);
+
 /// One host system path every sandbox shows read-only: a folder bound as it is, or
 /// (merged /usr) a symlink recreated with the host's target.
 struct system_path {

@@ -279,7 +279,9 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     dev_nodes.push_back(dev_dir + "/" + d);
     dev_sources.push_back(std::string{"/dev/"} + d);
   }
-  std::string dev_shm = dev_dir + "/shm";
+  std::string dev_shm = dev_dir + "/shm", dev_pts = dev_dir + "/pts", dev_ptmx = dev_dir + "/ptmx";
+  std::string dev_fd = dev_dir + "/fd", dev_stdin = dev_dir + "/stdin", dev_stdout = dev_dir + "/stdout",
+              dev_stderr = dev_dir + "/stderr";
   std::string resolv_path = stage_root_ + "/" + staged_resolv;
   std::string_view resolv_text = sandbox_resolv_conf;
 
@@ -386,6 +388,13 @@ box_error sandbox_backend::launch(sandbox_session& s) {
         if (f < 0 || ::close(f) != 0 || ::mount(dev_sources[i].c_str(), dev_nodes[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
           die("sandbox launcher: cannot bind a device node");
       }
+      // What bwrap's --dev adds: the standard links and a devpts instance of its own.
+      if (::symlink("/proc/self/fd", dev_fd.c_str()) != 0 || ::symlink("/proc/self/fd/0", dev_stdin.c_str()) != 0
+          || ::symlink("/proc/self/fd/1", dev_stdout.c_str()) != 0
+          || ::symlink("/proc/self/fd/2", dev_stderr.c_str()) != 0 || ::symlink("pts/ptmx", dev_ptmx.c_str()) != 0
+          || ::mkdir(dev_pts.c_str(), 0755) != 0
+          || ::mount("devpts", dev_pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0)
+        die("sandbox launcher: cannot build /dev");
       if (::mount(nullptr, dev_dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, nullptr) != 0)
         die("sandbox launcher: cannot make /dev read-only");
       if (network) {
@@ -401,7 +410,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     // What the child keeps is exactly its stdio (nothing: the sandbox's reaper keeps it
     // for life), bwrap's errors and the handed descriptors, init's channel among them;
     // everything else is closed before the descriptor limit is lowered.
-    int null = ::open("/dev/null", O_RDWR);
+    // /dev/null above every target number, so no dup2 below replaces it.
+    int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD_CLOEXEC, 16);
     if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_pipe[1], 2) < 0)
       ::_exit(121);
     for (auto& [from, to] : handed)
@@ -412,7 +422,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     ::setrlimit(RLIMIT_NOFILE, &nofile);
     // bwrap runs as the sandbox uid; nsjail needs root to map that uid and to mount,
     // and drops every capability before init runs.
-    if (!nsjail && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+    // No supplementary group of boxd's (host_gid among them) reaches either.
+    if (::setgroups(0, nullptr) != 0 || (!nsjail && (::setgid(gid) != 0 || ::setuid(uid) != 0)))
       ::_exit(123);
     ::execve(program.c_str(), argv.data(), envp);
     ::_exit(127);
@@ -454,9 +465,13 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     if (!s.ns_pidfd || !s.mnt_ns || s.died())
       return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
   }
-  // The driver's errors matter only while it starts; a command could write to that pipe later
-  // (through the reaper's /proc/1/fd/2).
-  s.errors.reset();
+  // bwrap's errors matter only while it starts; a command could write to that pipe
+  // later (through bwrap's reaper's /proc/1/fd/2). nsjail keeps its end: it may log
+  // (quietly, a few lines) until it exits, and a closed pipe would kill it with SIGPIPE.
+  // Nothing inside can reach that pipe: the jail's pid 1 holds no descriptor and init
+  // is not dumpable.
+  if (!nsjail)
+    s.errors.reset();
   // init opened both control FIFOs before it said ready, so neither open blocks; once
   // boxd holds its ends the names go, so no command can open the channel itself.
   s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));

@@ -91,9 +91,10 @@ struct sandbox_fixture {
     return r.value();
   }
 
-  exec_result run(backend_session& session, box_spec s, std::string cmd) {
+  exec_result run(backend_session& session, box_spec s, std::string cmd,
+                  int64_t cap = exec_limits{}.max_output_bytes) {
     s.cmd = std::move(cmd);
-    auto r = backend->exec(session, s, exec_limits{});
+    auto r = backend->exec(session, s, exec_limits{cap});
     BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
     return r.value();
   }

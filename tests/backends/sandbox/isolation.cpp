@@ -22,6 +22,7 @@
 #include "managed_helpers.hpp"
 #include "temp_dir.hpp"
 #include "sandbox_fixture.hpp"
+#include "backends/linux/quota.hpp"
 
 using namespace boxrt;
 using namespace boxrt::testing;
@@ -506,6 +507,65 @@ BOOST_FIXTURE_TEST_CASE(a_spec_cannot_smuggle_options_or_walk_back_up_a_host_pat
   auto u = backend->start_session(up);
   BOOST_REQUIRE(!u.ok());
   BOOST_TEST(u.error().message.find("Invalid argument") != std::string::npos, u.error().message);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_mount_target_inside_another_mount_or_the_machinery_is_refused, sandbox_fixture) {
+  // The driver makes each target by path before the sandbox's root is in place. A target
+  // below another mount passes through what a command may have swapped for a link
+  // (rename the folder above a mount point, link it to the staging folder): refused
+  // before anything starts, with a reason.
+  auto data = root + "/data";
+  fs::create_directories(data);
+  auto refused = [&](const std::string& target, const std::string& why) {
+    auto s = spec("nested", tenant("4e4e4e4e4e4e4e4e4e4e4e4e"));
+    s.extra_mounts.push_back(mount_spec{data, target, mount_mode::rw});
+    auto r = backend->start_session(s);
+    BOOST_REQUIRE(!r.ok());
+    BOOST_TEST(r.error().message.find(why) != std::string::npos, r.error().message);
+    BOOST_TEST(r.error().to_wire().rfind("BoxValidationError: ", 0) == 0, r.error().to_wire());
+  };
+  refused("/workspace/a/b", "extra_mounts[0].mount_path /workspace/a/b overlaps mount_path /workspace");
+  refused("/", "extra_mounts[0].mount_path / is reserved inside the sandbox");
+  refused("/proc/sys", "is reserved inside the sandbox");
+  refused("/dev", "is reserved inside the sandbox");
+  refused("/.boxrt/io", "is reserved inside the sandbox");
+  // Nothing of the refused specs was made: no session folder, no workspace folder.
+  BOOST_TEST(!fs::exists(tenant("4e4e4e4e4e4e4e4e4e4e4e4e")));
+  // Two extra mounts inside each other, either way round.
+  auto s = spec("nested-extra");
+  s.extra_mounts.push_back(mount_spec{data, "/data", mount_mode::ro});
+  s.extra_mounts.push_back(mount_spec{data, "/data/inner", mount_mode::ro});
+  BOOST_TEST(!backend->start_session(s).ok());
+  std::swap(s.extra_mounts[0], s.extra_mounts[1]);
+  BOOST_TEST(!backend->start_session(s).ok());
+  // Side by side they are fine.
+  s.extra_mounts[0].mount_path = "/data2";
+  std::ofstream{data + "/seen"} << "x";
+  auto ok = start(s);
+  BOOST_TEST(run(*ok, s, "ls /data /data2").stdout_text.find("seen") != std::string::npos);
+  backend->stop_session(*ok);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_skills_link_left_in_the_workspace_puts_nothing_on_the_host, sandbox_fixture) {
+  // The skills view's target is the one left below a writable mount; a running sandbox
+  // cannot replace it (it is a mount point there), but its folder may have been made a
+  // link while no sandbox ran. Wherever the driver then puts the view, the host's own
+  // mounts and files stay as they were.
+  auto ws = tenant("5f5f5f5f5f5f5f5f5f5f5f5f");
+  auto decoy = root + "/decoy";
+  fs::create_directories(ws);
+  fs::create_directories(decoy);
+  fs::create_symlink(decoy, ws + "/.skills");
+  auto s = spec("skills-link", ws);
+  auto started = backend->start_session(s);
+  if (started.ok()) {
+    auto r = backend->exec(**started, s, exec_limits{});
+    (void)r;
+    backend->stop_session(**started);
+  }
+  BOOST_TEST(mounts_under(decoy).empty());
+  BOOST_TEST(fs::is_empty(decoy));
+  BOOST_TEST(fs::is_symlink(ws + "/.skills"));
 }
 
 BOOST_FIXTURE_TEST_CASE(every_writable_tmpfs_is_bounded_in_bytes_and_inodes_and_dev_takes_no_files, sandbox_fixture) {

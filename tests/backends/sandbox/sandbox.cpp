@@ -33,50 +33,8 @@ namespace {
 
 using testing::sandbox_precondition;
 
-struct driver_fixture {
-  driver_fixture() {
-    char tmpl[] = "/tmp/boxrt-sandbox-test-XXXXXX";
-    root = ::mkdtemp(tmpl);
-    opts.state_dir = root + "/state";
-    opts.skills_tenants_dir = root + "/skills/tenants";
-    opts.skills_quota_mb = 8;
-    testing::use_test_driver(opts);
-    backend = std::make_unique<sandbox_backend>(opts);
-  }
-  ~driver_fixture() {
-    backend->cleanup_orphans();
-    backend.reset();
-    std::error_code err;
-    fs::remove_all(root, err);
-  }
-
-  box_spec spec(std::string id, std::string host = {}) {
-    box_spec s;
-    s.session_id = std::move(id);
-    s.host_path = std::move(host);
-    s.timeout_sec = 20;
-    return s;
-  }
-
-  std::shared_ptr<backend_session> start(const box_spec& s) {
-    auto r = backend->start_session(s);
-    BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
-    return r.value();
-  }
-
-  exec_result run(backend_session& session, box_spec s, std::string cmd, int64_t cap = 1048576) {
-    s.cmd = std::move(cmd);
-    auto r = backend->exec(session, s, exec_limits{cap});
-    BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string{} : r.error().message));
-    return r.value();
-  }
-
-  std::string tenant(const std::string& hex24) { return root + "/workspaces/tenants/ws-" + hex24; }
-
-  std::string root;
-  sandbox_options opts;
-  std::unique_ptr<sandbox_backend> backend;
-};
+/// The real-sandbox fixture on the suite's driver (sandbox_fixture.hpp).
+using driver_fixture = testing::sandbox_fixture;
 
 /// A TCP listener on host loopback; returns its port.
 struct host_listener {
@@ -180,6 +138,15 @@ BOOST_FIXTURE_TEST_CASE(one_sandbox_serves_a_hundred_execs_as_the_workspace_uid,
     BOOST_TEST_REQUIRE(id == std::to_string(uid));
   }
   BOOST_TEST(backend->sandbox_pid(*session) == first_pid);
+  // /dev as bwrap's --dev makes it: the standard links, a pty of the sandbox's own, and
+  // the niceness of boxd (nsjail's own default is 19).
+  auto dev = run(*session, s, "readlink /dev/fd /dev/stdin; python3 -c \"import pty; pty.openpty(); print('pty')\"; "
+                              "cut -d' ' -f19 /proc/self/stat");
+  BOOST_TEST(dev.stdout_text == "/proc/self/fd\n/proc/self/fd/0\npty\n0", dev.stdout_text + dev.stderr_text);
+  // No supplementary group of boxd's (its host group opens every tenant tree) inside.
+  std::istringstream groups{run(*session, s, "sed -n 's/^Groups://p' /proc/self/status").stdout_text};
+  for (std::string g; groups >> g;)
+    BOOST_TEST(g == std::to_string(uid));
   // nsjail maps the uid onto itself and nothing else (bwrap nests a second user
   // namespace, whose parent shows it as 0; the host view above holds for both).
   if (opts.driver != sandbox_driver::nsjail) {
