@@ -515,6 +515,9 @@ runtime_readiness compute_readiness(const box_config& config, const readiness_re
     r.checks[std::string{key}] = detail(key);
   for (auto key : storage_checks)
     r.checks[std::string{key}] = unsafe_soft || detail(key);
+  // 0.7.13's name for the read-only mount quota, beside the older one; never a failing
+  // check of its own (the readiness error names the older key once).
+  r.checks[readiness::hard_read_only_mount_quota] = r.checks[readiness::hard_skill_storage_quota];
   r.checks["session_cap"] = policy.max_sessions <= 1;
   r.checks["managed_process_cap"] = policy.max_managed_processes == 0;
   r.ready = std::all_of(r.checks.begin(), r.checks.end(),
@@ -542,9 +545,10 @@ box_error readiness_error(const runtime_readiness& r) {
     if (it != r.checks.end() && !it->second)
       add(name);
   }
-  // Checks outside the known order (none today) still get named, after the known ones.
+  // Checks outside the known order (none today) still get named, after the known ones;
+  // an alias is named by its older key alone.
   for (const auto& [name, ok] : r.checks)
-    if (!ok)
+    if (!ok && name != readiness::hard_read_only_mount_quota)
       add(name);
   auto list = failing.empty() ? std::string{"unknown"} : join(failing);
   return make_box_error(ec::readiness,

@@ -15,6 +15,7 @@
 #include "actors/pool_job.hpp"
 #include "messages/base/pytext.hpp"
 #include "actors/supervisor.hpp"
+#include "backends/readiness_keys.hpp"
 #include "backends/mount_policy.hpp"
 
 namespace boxrt {
@@ -110,6 +111,7 @@ void submit_probe(self_ptr self, bool reselect = false) {
       mount_error = check_managed_workspace_root(config);
     if (backend) {
       report = backend->probe_readiness(admission ? config.local.default_workspace : "", admission);
+      with_aliases(report);
     } else {
       report.backend_name = name;
       report.available = false;

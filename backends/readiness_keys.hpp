@@ -19,6 +19,9 @@ inline constexpr const char* mount_isolation = "mount_isolation";
 inline constexpr const char* network_isolation = "network_isolation";
 inline constexpr const char* hard_workspace_quota = "hard_workspace_quota";
 inline constexpr const char* hard_skill_storage_quota = "hard_skill_storage_quota";
+/// langbot-plugin 0.7.13's name for hard_skill_storage_quota (the read-only mounts'
+/// quota); reported beside it, always with its value (with_aliases).
+inline constexpr const char* hard_read_only_mount_quota = "hard_read_only_mount_quota";
 inline constexpr const char* bounded_ephemeral_storage = "bounded_ephemeral_storage";
 inline constexpr const char* inode_quota = "inode_quota";
 /// Text facts (readiness_report::text_details): which nsjail runs, and its version.
@@ -48,6 +51,12 @@ inline constexpr std::array<std::string_view, 9> backend_readiness_keys{
   readiness::bounded_ephemeral_storage,
   readiness::inode_quota,
 };
+
+/// Adds the keys that newer clients know under another name, with the older key's value.
+inline void with_aliases(readiness_report& report) {
+  auto it = report.details.find(readiness::hard_skill_storage_quota);
+  report.details[readiness::hard_read_only_mount_quota] = it != report.details.end() && it->second;
+}
 
 /// A report for `name` whose every readiness key is false.
 inline readiness_report unready_report(std::string name, bool available, bool isolating) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/admission.hpp"
+#include "backends/readiness_keys.hpp"
 
 using namespace boxrt;
 
@@ -19,8 +20,9 @@ std::string describe(const box_error& e) {
 }
 
 const std::vector<std::string> admission_checks{
-  "backend_available",        "bounded_ephemeral_storage", "configuration",
-  "hard_skill_storage_quota", "hard_workspace_quota",      "inode_quota",
+  "backend_available",          "bounded_ephemeral_storage", "configuration",
+  "hard_read_only_mount_quota", "hard_skill_storage_quota",  "hard_workspace_quota",
+  "inode_quota",
   "managed_process_cap",      "mount_isolation",           "namespace_isolation",
   "network_isolation",        "required_backend",          "resource_limits",
   "session_cap",              "workspace_mount",
@@ -139,6 +141,22 @@ BOOST_AUTO_TEST_CASE(soft_storage_limits_fail_the_four_storage_checks_in_order) 
              == "BoxReadinessError: Managed sandbox isolation is not ready (failed checks: "
                 "hard_workspace_quota, hard_skill_storage_quota, bounded_ephemeral_storage, "
                 "inode_quota)");
+}
+
+BOOST_AUTO_TEST_CASE(the_read_only_mount_quota_answers_under_both_names) {
+  // langbot-plugin 0.7.13 calls hard_skill_storage_quota hard_read_only_mount_quota; both
+  // are answered, with one value, and a failure is named once, by the older key.
+  auto b = strict_backend();
+  b.details["hard_skill_storage_quota"] = false;
+  auto r = compute_readiness(admission_config(), b, "", false);
+  BOOST_TEST(!r.checks.at("hard_read_only_mount_quota"));
+  BOOST_TEST(describe(readiness_error(r))
+             == "BoxReadinessError: Managed sandbox isolation is not ready (failed checks: "
+                "hard_skill_storage_quota)");
+  b.details["hard_skill_storage_quota"] = true;
+  BOOST_TEST(compute_readiness(admission_config(), b, "", false).checks.at("hard_read_only_mount_quota"));
+  with_aliases(b);
+  BOOST_TEST(b.details.at("hard_read_only_mount_quota"));
 }
 
 BOOST_AUTO_TEST_CASE(unsafe_soft_override_forces_the_storage_checks) {

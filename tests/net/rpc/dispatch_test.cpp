@@ -594,8 +594,8 @@ BOOST_AUTO_TEST_CASE(admission_health_is_the_readiness_dict_when_ready) {
   for (auto key : {"configuration", "required_backend", "workspace_mount", "backend_available",
                    "resource_limits", "namespace_isolation", "mount_isolation",
                    "network_isolation", "hard_workspace_quota", "hard_skill_storage_quota",
-                   "bounded_ephemeral_storage", "inode_quota", "session_cap",
-                   "managed_process_cap"})
+                   "hard_read_only_mount_quota", "bounded_ephemeral_storage", "inode_quota",
+                   "session_cap", "managed_process_cap"})
     BOOST_CHECK_MESSAGE(checks[key].get_bool().value(), key);
   BOOST_CHECK(!a.flag("unsafe_soft_storage_limits"));
 }
