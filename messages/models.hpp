@@ -220,6 +220,10 @@ struct entitlement_snapshot {
   std::map<std::string, bool> features;
   std::map<std::string, int64_t> limits;
   std::string plan_name;    // empty = absent; display only
+  /// LangBot 4.11's billing facts, display only; -1 = absent.
+  int64_t subscription_started_at = -1; // >= 0
+  int64_t plan_revision = -1;           // >= 1
+  int64_t monthly_bonus_credits = -1;   // >= 0
   /// Canonical JSON of the whole snapshot (sorted keys, no spaces): equivocation check.
   std::string fingerprint;
 

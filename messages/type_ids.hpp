@@ -87,7 +87,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, entitlement_snapshot& x) {
   return f(caf::meta::type_name("entitlement_snapshot"), x.instance_uuid, x.workspace_uuid,
            x.entitlement_revision, x.status, x.not_before, x.expires_at, x.features, x.limits,
-           x.plan_name, x.fingerprint);
+           x.plan_name, x.subscription_started_at, x.plan_revision, x.monthly_bonus_credits,
+           x.fingerprint);
 }
 
 template <class Inspector>

@@ -130,9 +130,17 @@ result<entitlement_snapshot> decode_entitlement_snapshot(const element& data) {
       return r.fail("plan_name must be between 1 and 128 characters");
   }
 
+  // LangBot 4.11's optional billing facts: null or an integer within its bound.
+  for (auto [key, field, floor] : {std::tuple{"subscription_started_at", &entitlement_snapshot::subscription_started_at, 0},
+                                   std::tuple{"plan_revision", &entitlement_snapshot::plan_revision, 1},
+                                   std::tuple{"monthly_bonus_credits", &entitlement_snapshot::monthly_bonus_credits, 0}})
+    if (auto err = r.integer(key, s.*field, bound::ge, floor))
+      return *err;
+
   if (auto err = r.forbid_extra({"instance_uuid", "workspace_uuid", "entitlement_revision",
                                  "status", "not_before", "expires_at", "features", "limits",
-                                 "plan_name"}))
+                                 "plan_name", "subscription_started_at", "plan_revision",
+                                 "monthly_bonus_credits"}))
     return *err;
   s.fingerprint = canonical_json(s);
   return s;

@@ -195,6 +195,15 @@ void encode(json::writer& w, const entitlement_snapshot& x) {
   map_object(w, "limits", x.limits);
   w.key("plan_name");
   string_or_null(w, x.plan_name);
+  for (auto [key, value] : {std::pair{"subscription_started_at", x.subscription_started_at},
+                            std::pair{"plan_revision", x.plan_revision},
+                            std::pair{"monthly_bonus_credits", x.monthly_bonus_credits}}) {
+    w.key(key);
+    if (value < 0)
+      w.null();
+    else
+      w.value(value);
+  }
   w.end_object();
 }
 
@@ -208,10 +217,16 @@ std::string canonical_json(const entitlement_snapshot& x) {
   map_object(w, "features", x.features);
   w.key("instance_uuid").value(x.instance_uuid);
   map_object(w, "limits", x.limits);
+  if (x.monthly_bonus_credits >= 0)
+    w.key("monthly_bonus_credits").value(x.monthly_bonus_credits);
   w.key("not_before").value(x.not_before);
   if (!x.plan_name.empty())
     w.key("plan_name").value(x.plan_name);
+  if (x.plan_revision >= 0)
+    w.key("plan_revision").value(x.plan_revision);
   w.key("status").value(to_string(x.status));
+  if (x.subscription_started_at >= 0)
+    w.key("subscription_started_at").value(x.subscription_started_at);
   w.key("workspace_uuid").value(x.workspace_uuid);
   w.end_object();
   return w.take();

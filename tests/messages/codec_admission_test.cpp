@@ -381,6 +381,38 @@ BOOST_AUTO_TEST_CASE(snapshot_plan_name_is_1_to_128_characters) {
   BOOST_CHECK(check_ok(snapshot_from(snapshot_with("", "", R"(,"plan_name":null)"))).plan_name.empty());
 }
 
+BOOST_AUTO_TEST_CASE(langbot_4_11_billing_fields_are_optional_bounded_integers) {
+  // LangBot 4.11.2's snapshot model: subscription_started_at >= 0, plan_revision >= 1,
+  // monthly_bonus_credits >= 0, each absent or null by default.
+  const auto s = check_ok(snapshot_from(snapshot_with(
+    "", "", R"(,"subscription_started_at":0,"plan_revision":3,"monthly_bonus_credits":500)")));
+  BOOST_CHECK_EQUAL(s.subscription_started_at, 0);
+  BOOST_CHECK_EQUAL(s.plan_revision, 3);
+  BOOST_CHECK_EQUAL(s.monthly_bonus_credits, 500);
+  // They count for the equivocation check, in sorted key order.
+  BOOST_CHECK_EQUAL(s.fingerprint,
+                    R"({"entitlement_revision":4,"expires_at":2000000000,"features":{"managed_sandbox":true},)"
+                    R"("instance_uuid":"inst","limits":{"managed_sandbox_sessions":1},"monthly_bonus_credits":500,)"
+                    R"("not_before":100,"plan_revision":3,"status":"active","subscription_started_at":0,)"
+                    R"("workspace_uuid":"ws"})");
+  const auto none = check_ok(snapshot_from(snapshot_with(
+    "", "", R"(,"subscription_started_at":null,"plan_revision":null,"monthly_bonus_credits":null)")));
+  BOOST_CHECK_EQUAL(none.plan_revision, -1);
+  BOOST_CHECK_EQUAL(none.fingerprint, check_ok(snapshot_from(snapshot_with("", "", ""))).fingerprint);
+  check_error(snapshot_from(snapshot_with("", "", R"(,"subscription_started_at":-1)")), ec::validation,
+              "subscription_started_at must be greater than or equal to 0");
+  check_error(snapshot_from(snapshot_with("", "", R"(,"plan_revision":0)")), ec::validation,
+              "plan_revision must be greater than or equal to 1");
+  check_error(snapshot_from(snapshot_with("", "", R"(,"monthly_bonus_credits":-5)")), ec::validation,
+              "monthly_bonus_credits must be greater than or equal to 0");
+  check_error(snapshot_from(snapshot_with("", "", R"(,"plan_revision":"2")")), ec::validation,
+              "plan_revision must be an integer");
+  check_error(snapshot_from(snapshot_with("", "", R"(,"plan_revision":2.5)")), ec::validation,
+              "plan_revision must be an integer");
+  // Anything else is still refused.
+  BOOST_CHECK(!snapshot_from(snapshot_with("", "", R"(,"bonus":1)")).ok());
+}
+
 BOOST_AUTO_TEST_CASE(a_non_object_snapshot_is_refused) {
   check_error(snapshot_from("\"x\""), ec::validation, "entitlement snapshot must be an object");
 }

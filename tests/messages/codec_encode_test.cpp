@@ -120,7 +120,8 @@ BOOST_AUTO_TEST_CASE(entitlement_snapshot_renders_every_field) {
   BOOST_CHECK_EQUAL(to_json(s),
                     R"({"instance_uuid":"i","workspace_uuid":"w","entitlement_revision":2,"status":"suspended",)"
                     R"("not_before":1,"expires_at":9,"features":{"managed_sandbox":true},)"
-                    R"("limits":{"managed_sandbox_sessions":1},"plan_name":null})");
+                    R"("limits":{"managed_sandbox_sessions":1},"plan_name":null,"subscription_started_at":null,)"
+                    R"("plan_revision":null,"monthly_bonus_credits":null})");
   auto back = check_ok(snapshot_from(to_json(s)));
   BOOST_CHECK_EQUAL(back.fingerprint, canonical_json(s));
   back.fingerprint.clear();
