@@ -102,6 +102,16 @@ box_error check_spec_mounts(const box_spec& spec, const local_config& local) {
       continue;
     if (auto err = check_one("extra_mounts[" + std::to_string(i) + "].host_path", m.host_path, local))
       return err;
+    // A content-addressed mount names its manifest: it lies under the same roots and
+    // exists (the tree is not verified against it, as the reference's nsjail backend).
+    if (!m.manifest_path.empty()) {
+      auto field = "extra_mounts[" + std::to_string(i) + "].manifest_path";
+      if (auto err = check_one(field, m.manifest_path, local))
+        return err;
+      std::error_code err;
+      if (!fs::is_regular_file(resolve(m.manifest_path), err))
+        return {ec::validation, field + " " + m.manifest_path + " is not a file"};
+    }
   }
   return {};
 }

@@ -53,11 +53,15 @@ bool is_skill_mount(const box_spec& spec, const mount_spec& m) {
   return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
 }
 
+bool is_exec_scoped_mount(const box_spec& spec, const mount_spec& m) {
+  return is_skill_mount(spec, m) || is_content_addressed(m);
+}
+
 std::vector<mount_spec> extra_mount_key(const box_spec& spec) {
   std::vector<mount_spec> key;
   key.reserve(spec.extra_mounts.size());
   for (const auto& m : spec.extra_mounts)
-    if (m.mode != mount_mode::none && !is_skill_mount(spec, m))
+    if (m.mode != mount_mode::none && !is_exec_scoped_mount(spec, m))
       key.push_back(m);
   std::sort(key.begin(), key.end());
   key.erase(std::unique(key.begin(), key.end()), key.end());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/error.hpp"
@@ -46,10 +47,27 @@ struct mount_spec {
   std::string host_path;
   std::string mount_path;
   mount_mode mode = mount_mode::rw;
+  /// langbot-plugin 0.7.13: "sha256:<64 lowercase hex>" of an immutable artifact tree
+  /// ("" = none), and the absolute host path of its sha256-tree-v1 manifest ("" = none).
+  std::string content_digest{};
+  std::string manifest_path{};
 
   friend bool operator==(const mount_spec&, const mount_spec&) = default;
   friend auto operator<=>(const mount_spec&, const mount_spec&) = default;
 };
+
+/// Where langbot-plugin 0.7.13+ mounts immutable artifacts: `<root>/<64 hex>`.
+inline constexpr std::string_view artifact_mount_root = "/opt/langbot-artifacts";
+
+/// A read-only mount of an artifact tree at `<artifact_mount_root>/<its digest's hex>`,
+/// with its digest and manifest (0.7.13's `is_content_addressed`).
+inline bool is_content_addressed(const mount_spec& m) {
+  return m.mode == mount_mode::ro && m.content_digest.size() == 71 && !m.manifest_path.empty()
+         && m.mount_path.size() == artifact_mount_root.size() + 65 && m.mount_path.starts_with(artifact_mount_root)
+         && m.mount_path[artifact_mount_root.size()] == '/'
+         && std::string_view{m.mount_path}.substr(artifact_mount_root.size() + 1)
+              == std::string_view{m.content_digest}.substr(7);
+}
 
 /// A session/exec request (BoxSpec). Empty `host_path` / `skill_name` mean null.
 struct box_spec {
@@ -80,8 +98,12 @@ struct box_spec {
 /// changes between calls).
 bool is_skill_mount(const box_spec& spec, const mount_spec& m);
 
-/// The set of (host_path, mount_path, mode) of extra mounts whose mode is not none,
-/// skill mounts excepted: what a running session cannot change.
+/// A mount a sandbox takes per exec, never forcing a new session: a skill mount or a
+/// content-addressed artifact (langbot-plugin 0.7.13's execution-scoped mounts).
+bool is_exec_scoped_mount(const box_spec& spec, const mount_spec& m);
+
+/// The extra mounts whose mode is not none, execution-scoped ones excepted: what a
+/// running session cannot change.
 std::vector<mount_spec> extra_mount_key(const box_spec& spec);
 
 /// A long-running process to start inside a session (BoxManagedProcessSpec).

@@ -18,7 +18,8 @@ typename Inspector::result_type inspect(Inspector& f, box_error& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, mount_spec& x) {
-  return f(caf::meta::type_name("mount_spec"), x.host_path, x.mount_path, x.mode);
+  return f(caf::meta::type_name("mount_spec"), x.host_path, x.mount_path, x.mode, x.content_digest,
+           x.manifest_path);
 }
 
 template <class Inspector>

@@ -26,12 +26,14 @@ std::vector<std::string> bwrap_args(const args_input& in) {
   add({spec.host_path_mode == mount_mode::ro && !spec.host_path.empty() ? "--ro-bind" : "--bind", staged(),
        spec.mount_path});
   for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
+    if (m.mode == mount_mode::none || is_exec_scoped_mount(spec, m))
       continue;
     add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
   }
   if (in.skills_view)
     add({"--bind", staged(), spec.mount_path + "/.skills"});
+  if (in.artifacts_view)
+    add({"--bind", staged(), std::string{artifact_mount_root}});
   add({"--bind", staged(), io_in_sandbox});
   // init is a copy on the sandbox's own root, not a bind of the build folder.
   add({"--perms", "0555", "--file", std::to_string(child_init_fd), init_in_sandbox});

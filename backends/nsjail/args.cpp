@@ -39,12 +39,14 @@ std::vector<std::string> nsjail_args(const args_input& in) {
   auto staged = [&] { return in.stage_root + "/" + std::to_string(n++); };
   bind(!(spec.host_path_mode == mount_mode::ro && !spec.host_path.empty()), staged(), spec.mount_path);
   for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
+    if (m.mode == mount_mode::none || is_exec_scoped_mount(spec, m))
       continue;
     bind(m.mode != mount_mode::ro, staged(), m.mount_path);
   }
   if (in.skills_view)
     bind(true, staged(), spec.mount_path + "/.skills");
+  if (in.artifacts_view)
+    bind(true, staged(), std::string{artifact_mount_root});
   bind(true, staged(), io_in_sandbox);
   for (auto& m : ephemeral_mounts(opts, spec.memory_mb))
     bind(true, staged(), m.target);

@@ -21,7 +21,7 @@ box_error mount_targets_error(const box_spec& spec) {
   std::vector<std::pair<std::string, std::string>> targets{{"mount_path", spec.mount_path}};
   for (size_t i = 0; i < spec.extra_mounts.size(); ++i) {
     auto& m = spec.extra_mounts[i];
-    if (m.mode != mount_mode::none && skill_mount_name(spec, m).empty())
+    if (m.mode != mount_mode::none && !is_exec_scoped_mount(spec, m))
       targets.emplace_back("extra_mounts[" + std::to_string(i) + "].mount_path", m.mount_path);
   }
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -248,7 +248,7 @@ result<exec_result> sandbox_backend::exec(backend_session& session, const box_sp
   req.cmd = spec.cmd;
   req.max_output_bytes = limits.max_output_bytes;
   req.env = sandbox_env(spec.env);
-  if (auto err = sync_skills(*s, spec))
+  if (auto err = sync_views(*s, spec))
     return err;
   auto oom_before = s->group ? s->group->oom_kills() : 0;
   auto t0 = clock_type::now();
@@ -305,45 +305,56 @@ result<exec_result> sandbox_backend::exec(backend_session& session, const box_sp
   return out;
 }
 
-box_error sandbox_backend::sync_skills(sandbox_session& s, const box_spec& spec) {
-  std::map<std::string, mount_spec> want;
-  for (auto& m : spec.extra_mounts)
+box_error sandbox_backend::sync_views(sandbox_session& s, const box_spec& spec) {
+  std::map<std::string, mount_spec> skills, artifacts;
+  for (auto& m : spec.extra_mounts) {
     if (auto name = skill_mount_name(spec, m); !name.empty())
-      want[name] = m;
-  if (want == s.skills_mounted)
+      skills[name] = m;
+    else if (is_content_addressed(m))
+      artifacts[m.content_digest.substr(7)] = m;
+  }
+  if (auto e = sync_view(s, s.skills, skills, "skill"))
+    return e;
+  return sync_view(s, s.artifacts, artifacts, "artifact");
+}
+
+box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const std::map<std::string, mount_spec>& want,
+                                     const std::string& what) {
+  if (want == view.mounted)
     return {};
-  if (s.skills_view.empty())
-    return make_box_error(ec::box_error, "skill mounts need a writable workspace in this session");
-  // Only the skills this exec asks for stay visible.
-  for (auto it = s.skills_mounted.begin(); it != s.skills_mounted.end();) {
+  if (view.dir.empty())
+    return make_box_error(ec::box_error, what + " mounts need a writable workspace in this session");
+  // Only what this exec asks for stays visible.
+  for (auto it = view.mounted.begin(); it != view.mounted.end();) {
     auto w = want.find(it->first);
     if (w != want.end() && w->second == it->second) {
       ++it;
       continue;
     }
-    unmount_skill(s, it->first);
-    it = s.skills_mounted.erase(it);
+    unmount_from_view(s, view, it->first);
+    it = view.mounted.erase(it);
   }
   for (auto& [name, m] : want) {
-    if (s.skills_mounted.contains(name))
+    if (view.mounted.contains(name))
       continue;
     auto source = beneath::open_trusted(m.host_path, O_PATH | O_DIRECTORY);
     if (!source)
-      return make_box_error(ec::box_error, "skill package " + m.host_path + " does not exist");
+      return make_box_error(ec::box_error, what + " package " + m.host_path + " does not exist");
     auto real = beneath::path_of(source.get());
     if (within(real, opts_.state_dir) || within(opts_.state_dir, real))
-      return make_box_error(ec::validation, "skill mount " + m.host_path + " is blocked for security");
+      return make_box_error(ec::validation, what + " mount " + m.host_path + " is blocked for security");
     if (m.mode == mount_mode::rw)
       hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
-    if (auto e = mount_skill(s, source.get(), m, name))
+    if (auto e = mount_in_view(s, view, source.get(), m, name))
       return e;
-    s.skills_mounted[name] = m;
+    view.mounted[name] = m;
   }
   return {};
 }
 
-box_error sandbox_backend::mount_skill(sandbox_session& s, int source, const mount_spec& m, const std::string& name) {
-  auto point = s.skills_view + "/" + name;
+box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v, int source, const mount_spec& m,
+                                         const std::string& name) {
+  auto point = v.dir + "/" + name;
   std::error_code err;
   fs::create_directories(point, err);
   const bool ro = m.mode == mount_mode::ro;
@@ -355,13 +366,13 @@ box_error sandbox_backend::mount_skill(sandbox_session& s, int source, const mou
     }
     return {};
   }
-  // nsjail makes the sandbox's mounts private, so the skill is attached inside its own
+  // nsjail makes the sandbox's mounts private, so the mount is attached inside its own
   // mount namespace: a detached copy taken here, moved there onto the mount point the
-  // view's new folder shows at <mount_path>/.skills/<name>. The point is opened without
-  // following links and must lie on the view itself (same device as the host side).
+  // view's new folder shows at <target>/<name>. The point is opened without following
+  // links and must lie on the view itself (same device as the host side).
   unique_fd tree{static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))};
   struct stat view{};
-  if (!tree || ::stat(s.skills_view.c_str(), &view) != 0) {
+  if (!tree || ::stat(v.dir.c_str(), &view) != 0) {
     ::rmdir(point.c_str());
     return make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno));
   }
@@ -373,7 +384,7 @@ box_error sandbox_backend::mount_skill(sandbox_session& s, int source, const mou
       return make_box_error(ec::box_error, "cannot make " + m.host_path + " read-only: " + std::strerror(errno));
     }
   }
-  auto inside = s.spec.mount_path + "/.skills/" + name;
+  auto inside = v.target + "/" + name;
   int tree_fd = tree.get();
   int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
     open_how how{};
@@ -396,10 +407,10 @@ box_error sandbox_backend::mount_skill(sandbox_session& s, int source, const mou
   return {};
 }
 
-void sandbox_backend::unmount_skill(sandbox_session& s, const std::string& name) {
-  auto point = s.skills_view + "/" + name;
+void sandbox_backend::unmount_from_view(sandbox_session& s, const mount_view& v, const std::string& name) {
+  auto point = v.dir + "/" + name;
   if (opts_.driver == sandbox_driver::nsjail && s.mnt_ns) {
-    auto inside = s.spec.mount_path + "/.skills/" + name;
+    auto inside = v.target + "/" + name;
     in_mount_namespace(s.mnt_ns.get(), [&] {
       return ::umount2(inside.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
     });

@@ -121,7 +121,7 @@ pid_t child_pid_of(const std::string& info);
 pid_t only_child_of(pid_t pid);
 
 /// Why the spec's mount targets cannot be made safely ("" when they can): a target
-/// inside another (skill mounts aside, which go through the skills view) or inside /,
+/// inside another (execution-scoped mounts aside, which go through a view) or inside /,
 /// /proc, /dev or /.boxrt. A BoxValidationError, before anything starts.
 box_error mount_targets_error(const box_spec& spec);
 
@@ -145,6 +145,8 @@ struct args_input {
   int seccomp_fd;
   bool network;
   bool skills_view;
+  /// Always true today: every sandbox has the artifacts view at artifact_mount_root.
+  bool artifacts_view;
   /// The sandbox uid (nsjail maps it onto itself; bwrap's launcher already runs as it).
   uint32_t uid;
 };
@@ -238,6 +240,17 @@ std::string managed_tenant_name(const std::string& host_path);
 using namespace sandbox_detail;
 
 // -- session ----------------------------------------------------------------------------
+
+/// A view of per-exec mounts: a small shared tmpfs of the session on the host (`dir`),
+/// bound at `target` inside the sandbox, holding one mount point per name. bwrap's
+/// sandbox receives what is mounted on the host side by propagation; nsjail's takes
+/// each mount inside its own namespace (mount_in_view).
+struct mount_view {
+  std::string dir;    // "" = the sandbox has none
+  std::string target;
+  /// Name -> what is mounted there now.
+  std::map<std::string, mount_spec> mounted;
+};
 
 class sandbox_managed_process;
 
@@ -339,13 +352,14 @@ class sandbox_session final : public backend_session, public std::enable_shared_
         group->destroy();
       group.reset();
     }
-    for (auto* dir : {&skills_view, &io_dir})
+    for (auto* dir : {&skills.dir, &artifacts.dir, &io_dir})
       if (!dir->empty()) {
         for (auto& m : mounts_under(*dir))
           ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
         dir->clear();
       }
-    skills_mounted.clear();
+    skills.mounted.clear();
+    artifacts.mounted.clear();
   }
 
   /// Ends the sandbox and frees everything it held. Idempotent.
@@ -383,7 +397,7 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// nsjail's one child): the way into its namespaces.
   pid_t ns_pid = -1;
   unique_fd ns_pidfd;
-  /// The sandbox's mount namespace (nsjail: skills are mounted into it, see mount_skill).
+  /// The sandbox's mount namespace (nsjail: views take their mounts in it, see mount_in_view).
   unique_fd mnt_ns;
   unique_fd to_init;
   unique_fd from_init;
@@ -396,11 +410,10 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   std::function<void()> release_uid;
   /// `<state>/sessions/<sid>`: the private workspace, the io folder, the skills view.
   std::string private_dir;
-  /// Host side of the sandbox's `<mount_path>/.skills`: a shared tmpfs whose submounts
-  /// (one per skill of the current exec) propagate into the sandbox. "" = none.
-  std::string skills_view;
-  /// Skill name -> (host path, mode) mounted in the view now.
-  std::map<std::string, mount_spec> skills_mounted;
+  /// Skills (`<mount_path>/.skills/<name>`) and content-addressed artifacts
+  /// (`/opt/langbot-artifacts/<hex>`), mounted per exec through a view each.
+  mount_view skills;
+  mount_view artifacts;
   /// Host uid and gid the sandbox runs as.
   uint32_t uid = 0, gid = 0;
   /// How many sandboxes this session has had (a dead one is replaced on the next exec).

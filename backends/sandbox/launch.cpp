@@ -27,7 +27,7 @@ unique_fd memfd_with(const char* name, std::string_view data) {
 
 std::vector<std::string> sandbox_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
                                                     bool skills_view, uint32_t uid) const {
-  args_input in{spec, opts_, stage_root_, seccomp_fd, network, skills_view, uid};
+  args_input in{spec, opts_, stage_root_, seccomp_fd, network, skills_view, true, uid};
   return opts_.driver == sandbox_driver::nsjail ? nsjail_args(in) : bwrap_args(in);
 }
 
@@ -153,27 +153,33 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     return e;
   }
   for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none || !skill_mount_name(spec, m).empty())
+    if (m.mode == mount_mode::none || is_exec_scoped_mount(spec, m))
       continue;
     auto label = "extra_mounts[" + std::to_string(&m - spec.extra_mounts.data()) + "].host_path";
     if (auto e = open_source(m.host_path, m.mode, true, s.own_paths ? "" : label, m.mode == mount_mode::rw))
       return e;
   }
   std::error_code err;
-  // The skills view: a small tmpfs of this session, made shared, so skills mounted into
-  // it later (per exec) appear in the sandbox. A read-only workspace cannot take the
-  // mount point, so it gets no view.
-  if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
-    auto view = s.private_dir + "/skills";
-    fs::create_directories(view, err);
-    if (err || ::mount("boxrt-skills", view.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0)
-      return make_box_error(ec::box_error, "cannot prepare the skills view: " + std::string{std::strerror(errno)});
-    s.skills_view = view;
-    if (::mount(nullptr, view.c_str(), nullptr, MS_SHARED, nullptr) != 0)
-      return make_box_error(ec::box_error, "cannot share the skills view: " + std::string{std::strerror(errno)});
-    if (auto e = open_source(view, mount_mode::ro, false))
+  // The views: small tmpfs mounts of this session, made shared, so what is mounted into
+  // them later (per exec) appears in the sandbox: skills at <mount_path>/.skills (a
+  // read-only workspace cannot take that mount point, so it gets none), artifacts at
+  // /opt/langbot-artifacts.
+  auto make_view = [&](mount_view& v, const char* name, std::string target) -> box_error {
+    auto dir = s.private_dir + "/" + name;
+    fs::create_directories(dir, err);
+    if (err || ::mount("boxrt-view", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0)
+      return make_box_error(ec::box_error, std::string{"cannot prepare the "} + name + " view: " + std::strerror(errno));
+    v.dir = dir;
+    v.target = std::move(target);
+    if (::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+      return make_box_error(ec::box_error, std::string{"cannot share the "} + name + " view: " + std::strerror(errno));
+    return open_source(dir, mount_mode::ro, false);
+  };
+  if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro)
+    if (auto e = make_view(s.skills, "skills", spec.mount_path + "/.skills"))
       return e;
-  }
+  if (auto e = make_view(s.artifacts, "artifacts", std::string{artifact_mount_root}))
+    return e;
   // The io folder: managed-process FIFOs and exit files, and init's control FIFOs.
   // The sandbox uid owns it (0700); boxd reaches it as root. It is a tiny tmpfs, so
   // the sandbox cannot fill the state directory's disk through it.
@@ -227,7 +233,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   }
 
   const bool nsjail = opts_.driver == sandbox_driver::nsjail;
-  auto args = build_args(spec, child_seccomp_fd, network, !s.skills_view.empty(), uid);
+  auto args = build_args(spec, child_seccomp_fd, network, !s.skills.dir.empty(), uid);
   // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
   // nsjail's take ':' as their separator, so a path holding one is refused there.
   for (size_t i = 1; i < args.size(); ++i) {

@@ -8,6 +8,7 @@
 // backends/nsjail/args.cpp). See docs/sandbox.md.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +26,7 @@ inline constexpr uint32_t default_sandbox_uid_last = 0x7000ffffu;
 
 class loop_quota;
 class sandbox_session;
+struct mount_view;
 
 /// The program that makes the namespaces of a sandbox.
 enum class sandbox_driver : uint8_t { bwrap, nsjail };
@@ -121,7 +123,7 @@ class sandbox_backend : public backend {
   result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) override;
 
   /// The driver's argument list of a session (for tests and logs). Host sources (the
-  /// workspace, extra mounts, the skills view, the io folder, then the bounded tmpfs
+  /// workspace, extra mounts, the skills view, the artifacts view, the io folder, then the bounded tmpfs
   /// mounts of /tmp, /home and /dev/shm, in that order) appear as the staging paths
   /// `<stage>/0`, `<stage>/1`, ...; the seccomp program is read from `seccomp_fd`
   /// (bwrap applies it; under nsjail boxrt-init does).
@@ -142,13 +144,17 @@ class sandbox_backend : public backend {
   /// Replaces the sandbox of `s` when it has died. Called with s.exec_mtx held.
   box_error revive(sandbox_session& s);
 
-  /// Mounts into the session's skills view exactly the skill mounts of `spec`.
-  box_error sync_skills(sandbox_session& s, const box_spec& spec);
+  /// Mounts into the session's views exactly the execution-scoped mounts of `spec`:
+  /// skills at `<mount_path>/.skills/<name>`, artifacts at `/opt/langbot-artifacts/<hex>`.
+  box_error sync_views(sandbox_session& s, const box_spec& spec);
+  box_error sync_view(sandbox_session& s, mount_view& view, const std::map<std::string, mount_spec>& want,
+                      const std::string& what);
 
-  /// Mounts or unmounts one skill of the view (nsjail: inside the sandbox's own mount
+  /// Mounts or unmounts one name of a view (nsjail: inside the sandbox's own mount
   /// namespace, which takes no propagation from the host).
-  box_error mount_skill(sandbox_session& s, int source, const mount_spec& m, const std::string& name);
-  void unmount_skill(sandbox_session& s, const std::string& name);
+  box_error mount_in_view(sandbox_session& s, const mount_view& view, int source, const mount_spec& m,
+                          const std::string& name);
+  void unmount_from_view(sandbox_session& s, const mount_view& view, const std::string& name);
 
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -174,6 +174,10 @@ void encode(json::writer& w, const box_spec& x) {
     w.key("host_path").value(m.host_path);
     w.key("mount_path").value(m.mount_path);
     w.key("mode").value(to_string(m.mode));
+    w.key("content_digest");
+    string_or_null(w, m.content_digest);
+    w.key("manifest_path");
+    string_or_null(w, m.manifest_path);
     w.end_object();
   }
   w.end_array();

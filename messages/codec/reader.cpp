@@ -129,6 +129,31 @@ std::string raw_text(const element& e) {
   return simdjson::minify(e);
 }
 
+namespace {
+
+/// Python's `posixpath.normpath(p) == p` for an absolute `p`: no empty, "." or ".."
+/// component and no trailing slash, the root aside; exactly two leading slashes stay.
+bool normalized(std::string_view p) {
+  if (p.starts_with("//") && !p.starts_with("///"))
+    p.remove_prefix(1);
+  if (p == "/")
+    return true;
+  if (p.ends_with('/'))
+    return false;
+  for (size_t at = 1; at <= p.size();) {
+    auto next = p.find('/', at);
+    auto part = p.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at);
+    if (part.empty() || part == "." || part == "..")
+      return false;
+    if (next == std::string_view::npos)
+      break;
+    at = next + 1;
+  }
+  return true;
+}
+
+} // namespace
+
 maybe_error decode_mount(const element& e, size_t index, mount_spec& out) {
   const std::string prefix = "extra_mounts[" + std::to_string(index) + "]";
   object o;
@@ -143,7 +168,28 @@ maybe_error decode_mount(const element& e, size_t index, mount_spec& out) {
     return err;
   if (!out.mount_path.starts_with('/'))
     return r.fail("mount_path", "must be an absolute path inside the sandbox");
-  return r.enumeration("mode", out.mode, mount_values);
+  if (!normalized(out.mount_path))
+    return r.fail("mount_path", "must be normalized");
+  if (auto err = r.enumeration("mode", out.mode, mount_values))
+    return err;
+  // langbot-plugin 0.7.13's artifact fields, checked in its order.
+  if (auto err = r.stripped("content_digest", out.content_digest))
+    return err;
+  if (r.get("content_digest")) {
+    if (!out.content_digest.starts_with("sha256:"))
+      return r.fail("content_digest", "must use sha256:<hex>");
+    auto hex = std::string_view{out.content_digest}.substr(7);
+    if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+      return r.fail("content_digest", "must use sha256:<64 lowercase hex>");
+  }
+  if (auto err = r.stripped("manifest_path", out.manifest_path))
+    return err;
+  if (r.get("manifest_path") && !is_absolute_host_path(out.manifest_path))
+    return r.fail("manifest_path", "must be an absolute host path");
+  const auto& p = out.mount_path;
+  if ((p == artifact_mount_root || p.starts_with(std::string{artifact_mount_root} + "/")) && !is_content_addressed(out))
+    return box_error{ec::validation, prefix + ": Artifact paths require a read-only digest-addressed mount and manifest"};
+  return {};
 }
 
 maybe_error read_expiry(const reader& r, const element& v, epoch_us& out) {

@@ -51,4 +51,25 @@ BOOST_AUTO_TEST_CASE(each_refusal_has_the_reference_text) {
   BOOST_TEST(!ensure_default_workspace(local));
 }
 
+BOOST_AUTO_TEST_CASE(an_artifact_manifest_lies_under_the_allowed_roots_and_exists) {
+  temp_dir root, elsewhere;
+  std::filesystem::create_directories(root.str("store/package"));
+  std::ofstream{root.str("store/manifest.json")} << "{}";
+  std::ofstream{elsewhere.str("manifest.json")} << "{}";
+  local_config local;
+  local.allowed_mount_roots = {root.str()};
+  box_spec spec;
+  const std::string hex(64, 'c');
+  spec.extra_mounts = {mount_spec{root.str("store/package"), "/opt/langbot-artifacts/" + hex, mount_mode::ro,
+                                  "sha256:" + hex, root.str("store/manifest.json")}};
+  BOOST_TEST(!check_spec_mounts(spec, local));
+  spec.extra_mounts[0].manifest_path = elsewhere.str("manifest.json");
+  auto outside = check_spec_mounts(spec, local);
+  BOOST_TEST(outside.message.find("extra_mounts[0].manifest_path is outside allowed_mount_roots") == 0,
+             outside.message);
+  spec.extra_mounts[0].manifest_path = root.str("store/missing.json");
+  BOOST_TEST(check_spec_mounts(spec, local).message
+             == "extra_mounts[0].manifest_path " + root.str("store/missing.json") + " is not a file");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

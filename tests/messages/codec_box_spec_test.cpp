@@ -229,6 +229,56 @@ BOOST_AUTO_TEST_CASE(extra_mounts_are_validated_with_indexed_names) {
                    "extra_mounts[0].mode must be one of: none, ro, rw");
 }
 
+BOOST_AUTO_TEST_CASE(extra_mount_paths_are_normalized_as_python_does) {
+  // langbot-plugin 0.7.13: posixpath.normpath(mount_path) must be mount_path itself.
+  for (auto bad : {"/w/", "/a//b", "/a/./b", "/a/../b", "///a", "/a/.", "/a/.."})
+    check_spec_error(std::string{R"(,"extra_mounts":[{"host_path":"/a","mount_path":")"} + bad + R"("}])",
+                     "extra_mounts[0].mount_path must be normalized");
+  for (auto good : {"/", "//a", "/a/b", "/a/.b/..c", " /a "}) {
+    auto r = spec_from(spec_with(std::string{R"(,"extra_mounts":[{"host_path":"/a","mount_path":")"} + good + R"("}])"));
+    BOOST_CHECK_MESSAGE(r.ok(), good);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(content_addressed_mounts_follow_0_7_13s_rules) {
+  const std::string hex(64, 'a');
+  auto mount = [&](const std::string& fields) {
+    return std::string{R"(,"extra_mounts":[{"host_path":"/store/package",)"} + fields + "}]";
+  };
+  auto artifact = R"("mount_path":"/opt/langbot-artifacts/)" + hex + R"(","mode":"ro","content_digest":"sha256:)" + hex
+                  + R"(","manifest_path":"/store/manifest.json")";
+  const auto s = check_ok(spec_from(spec_with(mount(artifact))));
+  BOOST_REQUIRE_EQUAL(s.extra_mounts.size(), 1u);
+  BOOST_CHECK(is_content_addressed(s.extra_mounts[0]));
+  BOOST_CHECK_EQUAL(s.extra_mounts[0].content_digest, "sha256:" + hex);
+  BOOST_CHECK_EQUAL(s.extra_mounts[0].manifest_path, "/store/manifest.json");
+  // A 0.7.16 client sends both keys as null on every other mount.
+  const auto plain = check_ok(spec_from(spec_with(mount(R"("mount_path":"/m","content_digest":null,"manifest_path":null)"))));
+  BOOST_CHECK(!is_content_addressed(plain.extra_mounts[0]));
+  check_spec_error(mount(R"("mount_path":"/m","content_digest":"md5:x")"),
+                   "extra_mounts[0].content_digest must use sha256:<hex>");
+  check_spec_error(mount(R"("mount_path":"/m","content_digest":"sha256:ABC")"),
+                   "extra_mounts[0].content_digest must use sha256:<64 lowercase hex>");
+  check_spec_error(mount(R"("mount_path":"/m","content_digest":"sha256:)" + std::string(64, 'A') + "\""),
+                   "extra_mounts[0].content_digest must use sha256:<64 lowercase hex>");
+  check_spec_error(mount(R"("mount_path":"/m","manifest_path":"rel/manifest.json")"),
+                   "extra_mounts[0].manifest_path must be an absolute host path");
+  // The artifact root takes nothing but a read-only mount addressed by its own digest.
+  const std::string artifact_error =
+    "extra_mounts[0]: Artifact paths require a read-only digest-addressed mount and manifest";
+  auto rw = artifact;
+  rw.replace(rw.find(R"("mode":"ro")"), 11, R"("mode":"rw")");
+  check_spec_error(mount(rw), artifact_error);
+  check_spec_error(mount(R"("mount_path":"/opt/langbot-artifacts","mode":"ro")"), artifact_error);
+  check_spec_error(mount(R"("mount_path":"/opt/langbot-artifacts/)" + std::string(64, 'b')
+                         + R"(","mode":"ro","content_digest":"sha256:)" + hex
+                         + R"(","manifest_path":"/store/manifest.json")"),
+                   artifact_error);
+  check_spec_error(mount(R"("mount_path":"/opt/langbot-artifacts/)" + hex + R"(","mode":"ro","content_digest":"sha256:)"
+                         + hex + "\""),
+                   artifact_error);
+}
+
 BOOST_AUTO_TEST_CASE(skill_name_is_stripped_and_blank_means_none) {
   BOOST_CHECK(check_ok(spec_from(spec_with(R"(,"skill_name":"   ")"))).skill_name.empty());
   BOOST_CHECK_EQUAL(check_ok(spec_from(spec_with(R"(,"skill_name":" a_b-C9 ")"))).skill_name,

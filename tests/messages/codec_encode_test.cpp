@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(box_spec_renders_like_model_dump_json) {
                     R"({"cmd":"ls","workdir":"/workspace","timeout_sec":30,"network":"off","session_id":"global",)"
                     R"("env":{"A":"1","B":"2"},"image":"rockchin/langbot-sandbox:latest","host_path":null,)"
                     R"("host_path_mode":"rw","mount_path":"/workspace","extra_mounts":[{"host_path":"/h",)"
-                    R"("mount_path":"/m","mode":"ro"}],"skill_name":null,"persistent":false,"cpus":1.0,)"
+                    R"("mount_path":"/m","mode":"ro","content_digest":null,"manifest_path":null}],"skill_name":null,"persistent":false,"cpus":1.0,)"
                     R"("memory_mb":512,"pids_limit":128,"read_only_rootfs":true,"workspace_quota_mb":0})");
 }
 

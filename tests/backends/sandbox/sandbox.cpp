@@ -580,6 +580,48 @@ std::shared_ptr<managed_process> start_managed(sandbox_backend& backend, backend
 
 } // namespace
 
+BOOST_FIXTURE_TEST_CASE(artifacts_come_and_go_per_exec_without_a_new_sandbox, driver_fixture) {
+  // langbot-plugin 0.7.13+ hands each run's activated skills over as read-only,
+  // content-addressed mounts at /opt/langbot-artifacts/<hex>: one session sees different
+  // sets across runs, and its sandbox (and what runs in it) stays.
+  auto store = root + "/artifact-store";
+  auto artifact = [&](char c) {
+    std::string hex(64, c);
+    fs::create_directories(store + "/" + hex + "/package");
+    std::ofstream{store + "/" + hex + "/package/SKILL.md"} << "artifact " << c;
+    std::ofstream{store + "/" + hex + "/manifest.json"} << "{}";
+    return mount_spec{store + "/" + hex + "/package", "/opt/langbot-artifacts/" + hex, mount_mode::ro,
+                      "sha256:" + hex, store + "/" + hex + "/manifest.json"};
+  };
+  auto a = artifact('a'), b = artifact('b');
+  auto s = spec("artifacts", tenant("a7a7a7a7a7a7a7a7a7a7a7a7"));
+  auto session = start(s);
+  auto pid = backend->sandbox_pid(*session);
+  // A process of the session that must outlive the changes of artifact sets.
+  auto p = start_managed(*backend, *session, "cat");
+  auto with = [&](std::vector<mount_spec> mounts) {
+    auto e = s;
+    e.extra_mounts = std::move(mounts);
+    return e;
+  };
+  auto first = run(*session, with({a}), "cat /opt/langbot-artifacts/*/SKILL.md; ls /opt/langbot-artifacts; "
+                                         "touch /opt/langbot-artifacts/" + std::string(64, 'a') + "/x 2>&1");
+  BOOST_TEST(first.stdout_text.find("artifact a") != std::string::npos);
+  BOOST_TEST(first.stdout_text.find("Read-only file system") != std::string::npos, first.stdout_text);
+  auto both = run(*session, with({a, b}), "ls /opt/langbot-artifacts | wc -l; cat /opt/langbot-artifacts/*/SKILL.md");
+  BOOST_TEST(both.stdout_text == "2\nartifact aartifact b");
+  auto other = run(*session, with({b}), "ls /opt/langbot-artifacts");
+  BOOST_TEST(other.stdout_text == std::string(64, 'b'));
+  BOOST_TEST(run(*session, s, "ls /opt/langbot-artifacts | wc -l").stdout_text == "0");
+  // The same sandbox all along, its process still there.
+  BOOST_TEST(backend->sandbox_pid(*session) == pid);
+  BOOST_TEST(!p->exit_code().has_value());
+  BOOST_REQUIRE(p->write_stdin("still here\n"));
+  BOOST_TEST(testing::read_until(p->stdout_fd(), "still here\n") == "still here\n");
+  backend->stop_session(*session);
+  BOOST_TEST(fs::exists(store + "/" + std::string(64, 'a') + "/package/SKILL.md"));
+}
+
 BOOST_FIXTURE_TEST_CASE(managed_cat_echoes_stdin_lines_from_inside_the_sandbox, driver_fixture) {
   auto s = spec("managed-echo");
   auto session = start(s);
