@@ -1,6 +1,7 @@
-// The bubblewrap backend: options and start-up checks, sessions, exec through
-// boxrt-init, the skills view, managed processes and the readiness probe. The sandbox
-// itself is in sandbox.cpp, its launch in launch.cpp.
+// The sandbox backend of both drivers: options and start-up checks, the host state one
+// state folder shares, sessions, exec through boxrt-init, the per-exec views, managed
+// processes and the readiness probe. The sandbox itself is in session.cpp, its launch in
+// launch.cpp.
 #include "backends/sandbox/detail.hpp"
 #include "backends/nsjail/nsjail.hpp"
 
