@@ -371,22 +371,15 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
   // mount namespace: a detached copy taken here, moved there onto the mount point the
   // view's new folder shows at <target>/<name>. The point is opened without following
   // links and must lie on the view itself (same device as the host side).
-  unique_fd tree{static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))};
+  auto tree = detached_copy(source, m.host_path, ro);
   struct stat view{};
   if (!tree || ::stat(v.dir.c_str(), &view) != 0) {
     ::rmdir(point.c_str());
-    return make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno));
-  }
-  if (ro) {
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
-      ::rmdir(point.c_str());
-      return make_box_error(ec::box_error, "cannot make " + m.host_path + " read-only: " + std::strerror(errno));
-    }
+    return tree ? make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno))
+                : tree.error();
   }
   auto inside = v.target + "/" + name;
-  int tree_fd = tree.get();
+  int tree_fd = tree->get();
   int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
     open_how how{};
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;

@@ -186,6 +186,10 @@ std::string skill_mount_name(const box_spec& spec, const mount_spec& m);
 /// skills view.
 box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro);
 
+/// A detached copy of the mount tree at `source`, read-only from the start when `ro`:
+/// what attach_bind and the nsjail view attach (mount_in_view) move into place.
+result<unique_fd> detached_copy(int source, const std::string& shown, bool ro);
+
 /// Detaches every mount at or below `dir`, then removes `dir` (a folder of boxd's state)
 /// by descriptor: the removal never enters a mount, so it cannot reach into a skill
 /// package or a workspace, and a failure is logged, not ignored.

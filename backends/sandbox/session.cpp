@@ -147,17 +147,24 @@ std::string skill_mount_name(const box_spec& spec, const mount_spec& m) {
   return m.mount_path.substr(spec.mount_path.size() + 9); // after "/.skills/"
 }
 
-box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro) {
-  int tree = static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
-  if (tree < 0)
+result<unique_fd> detached_copy(int source, const std::string& shown, bool ro) {
+  unique_fd tree{static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))};
+  if (!tree)
     return make_box_error(ec::box_error, "cannot mount " + shown + ": " + std::strerror(errno));
-  unique_fd owned{tree};
   if (ro) {
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return make_box_error(ec::box_error, "cannot make " + shown + " read-only: " + std::strerror(errno));
   }
+  return tree;
+}
+
+box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro) {
+  auto copy = detached_copy(source, shown, ro);
+  if (!copy)
+    return copy.error();
+  int tree = copy->get();
   if (::move_mount(tree, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
     return make_box_error(ec::box_error, "cannot mount " + shown + " at " + target + ": " + std::strerror(errno));
   return {};
