@@ -78,6 +78,8 @@ using tenant_actor = caf::typed_actor<
   caf::replies_to<list_atom, action_context>::with<std::vector<session_info>>,
   // box_status for this placement (never admission-gated).
   caf::replies_to<status_atom, action_context>::with<status_info>,
+  // box_get_storage_analysis.
+  caf::replies_to<storage_atom, action_context>::with<storage_report>,
   // box_put_workspace_entitlement: replies after revoked sessions stopped.
   caf::replies_to<entitle_atom, entitlement_snapshot>::with<entitlement_receipt>,
   // box_upsert_sandbox_admission_grant.
@@ -97,6 +99,8 @@ using supervisor_actor = tenant_actor::extend<
   caf::reacts_to<idle_atom, std::string, uint64_t>,
   // Self-sent grant-expiry timer carrying its generation token.
   caf::reacts_to<expire_atom, uint64_t>,
+  // Worker pool: blocking work `uint64_t` of this supervisor finished (on_pool).
+  caf::reacts_to<done_atom, uint64_t>,
   // Stops every session; replies with how many were stopped.
   caf::replies_to<shutdown_atom>::with<int64_t>>;
 
@@ -109,6 +113,8 @@ using directory_actor = tenant_actor::extend<
   caf::replies_to<init_atom, box_config>::with<bool>,
   // A supervisor asks for a session slot of the global cap.
   caf::replies_to<slot_atom>::with<bool>,
+  // A supervisor asks how many slots of the global cap are in use.
+  caf::replies_to<slot_atom, caf::get_atom>::with<int64_t>,
   // A session slot is free again.
   caf::reacts_to<release_atom>,
   // A supervisor's evictability changed.

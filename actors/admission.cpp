@@ -168,8 +168,6 @@ box_error workspace_admission::check_forged_fields(const payload_facts& facts,
   }
   if (facts.network_not_off)
     return admission_error("Managed sandbox network access is disabled");
-  if (facts.extra_mounts_nonempty)
-    return admission_error("Managed sandbox additional host mounts are disabled");
   auto mount_path = py::strip(facts.mount_path);
   if (!mount_path.empty() && mount_path != workspace_mount)
     return admission_error("Managed sandbox mount_path is runtime-owned");
@@ -378,11 +376,10 @@ session_effect workspace_admission::on_expiry(int64_t now_us, const admission_po
 
 result<box_spec> workspace_admission::normalize(box_spec spec, const admission_policy& policy,
                                                 std::string_view tenant_path,
-                                                bool skill_available) const {
+                                                bool skill_available,
+                                                const mounts_outcome& mounts) const {
   if (spec.network != network_mode::off)
     return admission_error("Managed sandbox network access is disabled");
-  if (!spec.extra_mounts.empty())
-    return admission_error("Managed sandbox additional host mounts are disabled");
   if (spec.mount_path != workspace_mount)
     return admission_error("Managed sandbox mount_path is runtime-owned");
   // Lexically normalised first, so "/workspace/../etc" cannot pass as under /workspace.
@@ -394,6 +391,8 @@ result<box_spec> workspace_admission::normalize(box_spec spec, const admission_p
                           "Managed sandbox admission requires box.local.default_workspace");
   if (!spec.host_path.empty() && normalize_path(spec.host_path) != normalize_path(tenant_path))
     return admission_error("Managed sandbox host_path is runtime-owned");
+  if (mounts.error)
+    return mounts.error;
   if (!spec.skill_name.empty() && !skill_available)
     return admission_error("Managed sandbox skill is unavailable in this Workspace");
   spec.session_id = policy.logical_session_id;
@@ -402,9 +401,9 @@ result<box_spec> workspace_admission::normalize(box_spec spec, const admission_p
   spec.host_path = std::string{tenant_path};
   spec.host_path_mode = mount_mode::rw;
   spec.mount_path = std::string{workspace_mount};
-  // The read-only skill mount for skill_name is added by the caller, which owns the
-  // workspace's skill store; a caller-chosen mount never survives this point.
-  spec.extra_mounts.clear();
+  // Only the mounts the read-only rules admitted, at their real paths; the read-only
+  // skill mount for skill_name is added by the caller, which owns the skill store.
+  spec.extra_mounts = mounts.mounts;
   spec.persistent = true;
   spec.timeout_sec = std::min(spec.timeout_sec, policy.max_timeout_sec);
   spec.cpus = policy.cpus;

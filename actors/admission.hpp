@@ -10,6 +10,7 @@
 
 #include "messages/error.hpp"
 #include "messages/models.hpp"
+#include "messages/requests.hpp"
 
 namespace boxrt {
 
@@ -124,12 +125,15 @@ class workspace_admission {
 
   // -- admission-mode spec normalisation (protocol.md §4.9.2) -------------------------
 
-  /// Checks network, extra_mounts, mount_path, workdir, host_path (== tenant_path when
-  /// given) and skill_name (`skill_available` tells whether it resolves), then forces
+  /// Checks network, mount_path, workdir, host_path (== tenant_path when given), the
+  /// extra mounts (`mounts`: the outcome of admit_read_only_mounts on the worker pool,
+  /// reported at this point of the order; its mounts replace spec.extra_mounts) and
+  /// skill_name (`skill_available` tells whether it resolves), then forces
   /// session_id = policy.logical_session_id, image, host mount, persistence, timeout
   /// clamp and the policy's resources.
   result<box_spec> normalize(box_spec spec, const admission_policy& policy,
-                             std::string_view tenant_path, bool skill_available) const;
+                             std::string_view tenant_path, bool skill_available,
+                             const mounts_outcome& mounts = {}) const;
 
   /// True when nothing of safety meaning is held: no grant, no snapshot, no tombstone,
   /// no revision seen and a fence at most 1. Only such records may be evicted.

@@ -403,6 +403,9 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
     [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
       return forward_tenant<status_info>(self, atom, ctx);
     },
+    [self](storage_atom atom, action_context& ctx) -> caf::result<storage_report> {
+      return forward_tenant<storage_report>(self, atom, ctx);
+    },
     [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
       if (!self->state.args.trusted->admits(snap.instance_uuid))
         return to_caf_error({ec::entitlement_unavailable,
@@ -462,6 +465,9 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       return rp;
     },
     [self](slot_atom) -> bool { return take_slot(self); },
+    [self](slot_atom, caf::get_atom) -> int64_t {
+      return static_cast<int64_t>(self->state.slots_in_use);
+    },
     [self](release_atom) {
       if (self->state.slots_in_use > 0)
         --self->state.slots_in_use;

@@ -32,7 +32,8 @@ struct skill_state {
     std::string resolve;
   };
 
-  /// What pool jobs share (one job runs at a time): the store and the storage lease.
+  /// What pool jobs share (one job runs at a time): the store (made once its storage is
+  /// ready: the backend says where it lives) and the storage lease.
   struct shared {
     std::shared_ptr<skills::store> store;
     backend_ptr backend;
@@ -63,15 +64,17 @@ void run_next(self_ptr self) {
   auto run = [work = st.work, job = std::move(next.job), resolve = std::move(next.resolve)] {
     skill_outcome out;
     try {
-      if (!work->storage_ready && work->backend) {
-        auto lease = work->backend->acquire_skill_storage(work->root);
-        if (!lease) {
+      if (!work->storage_ready) {
+        auto storage = work->backend ? work->backend->acquire_skill_storage(work->root)
+                                     : backend::skill_storage{work->root, nullptr};
+        if (!storage) {
           if (!job.file_path.empty())
             remove_transfer_file(job.file_path);
-          out.error = lease.error();
+          out.error = storage.error();
           return out;
         }
-        work->storage = std::move(lease.value());
+        work->store = std::make_shared<skills::store>(storage->root);
+        work->storage = std::move(storage->hold);
         work->storage_ready = true;
       }
       auto r = resolve.empty() ? run_skill_action(*work->store, job)
@@ -97,7 +100,6 @@ skill_actor spawn_skill_store(caf::local_actor* parent, std::string root,
        backend_ptr backend) -> skill_actor::behavior_type {
       auto& st = self->state;
       st.work = std::make_shared<skill_state::shared>();
-      st.work->store = std::make_shared<skills::store>(root);
       st.work->backend = std::move(backend);
       st.work->root = std::move(root);
       st.pool = std::move(pool);

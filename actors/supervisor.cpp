@@ -174,19 +174,10 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       return rp;
     },
     [self](status_atom, action_context& ctx) -> caf::result<status_info> {
-      if (auto err = tenant_gate(self, ctx, nullptr, {}, false))
-        return to_caf_error(err);
-      const auto& s = self->state.args.settings;
-      status_info out;
-      out.backend_name = s.backend_name;
-      out.backend_available = s.backend_available;
-      out.session_ttl_sec = s.config.limits.session_ttl_sec;
-      out.limits = s.config.limits;
-      for (auto& [id, e] : self->state.sessions)
-        if (e.actor && e.generation == ctx.placement_generation)
-          ++out.active_sessions;
-      report_idle(self);
-      return out;
+      return workspace_status(self, ctx);
+    },
+    [self](storage_atom, action_context& ctx) -> caf::result<storage_report> {
+      return storage_analysis(self, ctx);
     },
     // Each change is committed before its reply; a revocation stops the sessions
     // even when the commit fails (the reply then says so).
@@ -234,9 +225,19 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
     },
     [self](settings_atom, instance_settings& s) { self->state.args.settings = std::move(s); },
+    [self](done_atom, uint64_t token) {
+      auto& waits = self->state.pool_waits;
+      auto i = waits.find(token);
+      if (i == waits.end())
+        return;
+      auto next = std::move(i->second);
+      waits.erase(i);
+      next();
+    },
     [self](evict_atom) -> bool {
       auto& st = self->state;
-      bool idle = st.sessions.empty() && st.live.empty() && st.admission->evictable();
+      bool idle = st.sessions.empty() && st.live.empty() && st.pool_waits.empty()
+                  && st.admission->evictable();
       if (idle)
         self->quit();
       return idle;

@@ -67,6 +67,10 @@ struct supervisor_state {
   std::string skills_root;
   std::optional<local_config> skills_local;
   std::string skills_resolved;
+  /// Blocking work on the worker pool (on_pool), by token: what to run on this actor
+  /// when it is done.
+  std::unordered_map<uint64_t, std::function<void()>> pool_waits;
+  uint64_t next_pool_wait = 1;
   /// The admission state as last committed to the store.
   std::string persisted;
   /// Set when the workspace's durable state could not be read: it serves nothing.
@@ -174,9 +178,31 @@ skill_actor skill_store(self_ptr self);
 
 /// Standard-mode or admission-mode preparation of an exec/create spec: the timeout
 /// ceiling in both, the policy in admission mode, where `skill_root` is the package of
-/// spec.skill_name ("" = none or unavailable),
-/// mounted read-only at /workspace/.skills/<name>.
-result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root);
+/// spec.skill_name ("" = none or unavailable), mounted read-only at
+/// /workspace/.skills/<name>, and `mounts` the outcome of admit_mounts.
+result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root,
+                              const mounts_outcome& mounts);
+
+/// Runs `job` on the worker pool, then `next(job())` on this actor (its state is only
+/// touched there). The result stays in memory shared with the job; the message that
+/// wakes the actor carries only a token.
+template <class Job, class Next>
+void on_pool(self_ptr self, Job job, Next next) {
+  using out_type = decltype(job());
+  auto& st = self->state;
+  auto out = std::make_shared<std::optional<out_type>>();
+  auto token = st.next_pool_wait++;
+  st.pool_waits.emplace(token, [out, next = std::move(next)]() mutable { next(std::move(**out)); });
+  st.args.pool->submit([out, job = std::move(job), to = caf::actor_cast<supervisor_actor>(self), token]() mutable {
+    out->emplace(job());
+    caf::anon_send(to, done_atom_v, token);
+  });
+}
+
+/// Admission mode only: checks the request's extra mounts against the read-only mount
+/// rules on the worker pool (they touch the filesystem), then calls `next` with the
+/// outcome on this actor. Without mounts, or in standard mode, calls `next` at once.
+void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mounts_outcome)> next);
 
 /// Resolves spec.skill_name in the workspace's own skill store (admission mode only),
 /// then calls `next` with the package root ("" when there is none to mount).
@@ -192,17 +218,19 @@ void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
       return;
     }
     resolve_skill(self, req, [self, rp, req, use](std::string skill_root) mutable {
-      auto spec = prepare_spec(self, req, skill_root);
-      if (!spec) {
-        rp.deliver(to_caf_error(spec.error()));
-        return;
-      }
-      auto prepared = spec.value();
-      with_session(
-        self, req.ctx, spec.value(),
-        [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
-        [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
-      report_idle(self);
+      admit_mounts(self, req, [self, rp, req, use, skill_root](mounts_outcome mounts) mutable {
+        auto spec = prepare_spec(self, req, skill_root, mounts);
+        if (!spec) {
+          rp.deliver(to_caf_error(spec.error()));
+          return;
+        }
+        auto prepared = spec.value();
+        with_session(
+          self, req.ctx, spec.value(),
+          [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
+          [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
+        report_idle(self);
+      });
     });
   });
 }
@@ -219,6 +247,14 @@ result<named_session> find_session(self_ptr self, const session_request& req);
 /// The session of a managed-process action: the gate, then the session of this
 /// logical id at the request's generation, running.
 result<session_actor> find_process_session(self_ptr self, const process_request& req);
+
+/// box_status of the workspace, with its session capacity (the directory is asked how
+/// many sessions the instance has). Not gated by admission, unlike the reference.
+caf::result<status_info> workspace_status(self_ptr self, const action_context& ctx);
+
+/// box_get_storage_analysis: the host folders on the worker pool, then a probe exec in
+/// each of the workspace's sessions (langbot-plugin's own probe and aggregation).
+caf::result<storage_report> storage_analysis(self_ptr self, const action_context& ctx);
 
 /// The relay's handshake checks 4 to 9 (protocol.md §1.4).
 relay_verdict relay_check(self_ptr self, const relay_request& req);

@@ -50,10 +50,21 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
   const auto& s = st.args.settings;
   auto phys = physical_id(self, ctx.placement_generation, spec.session_id);
   if (!phys) {
-    fail(phys.error());
+    // langbot-plugin 0.7.13 answers a ValueError of exec and create_session (a session
+    // id with nothing usable in it) as a BoxValidationError.
+    auto err = phys.error();
+    if (err.code == ec::value)
+      err.code = ec::validation;
+    fail(err);
     return;
   }
   auto& id = phys.value();
+  // A spec the backend would refuse at start never replaces a session.
+  if (auto backend = st.args.backend->get())
+    if (auto err = backend->check_spec(spec)) {
+      fail(err);
+      return;
+    }
   auto logical = spec.session_id;
   auto mounts = extra_mount_key(spec);
   if (auto i = st.sessions.find(id); i != st.sessions.end()) {
@@ -198,7 +209,8 @@ skill_actor skill_store(self_ptr self) {
   return st.skills;
 }
 
-result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root) {
+result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root,
+                              const mounts_outcome& mounts) {
   auto spec = req.spec;
   // The exec timeout ceiling (box.limits.max_timeout_sec) clamps in both modes: the
   // reference has no bound in standard mode, the default 3600 s keeps LangBot's 300 s
@@ -208,10 +220,30 @@ result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std:
     return spec;
   auto name = std::string{py::strip(spec.skill_name)};
   auto out = self->state.admission->normalize(std::move(spec), config(self).admission,
-                                              tenant_path(self), !skill_root.empty());
+                                              tenant_path(self), !skill_root.empty(), mounts);
   if (out && !name.empty())
-    out->extra_mounts.push_back(mount_spec{skill_root, std::string{"/workspace/.skills/"} + name, mount_mode::ro});
+    out->extra_mounts.push_back(
+      mount_spec{skill_root, std::string{"/workspace/.skills/"} + name, mount_mode::ro, {}, {}, true});
   return out;
+}
+
+void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mounts_outcome)> next) {
+  if (!admission_mode(self) || req.spec.extra_mounts.empty()) {
+    next({});
+    return;
+  }
+  on_pool(
+    self,
+    [mounts = req.spec.extra_mounts, roots = config(self).local.allowed_mount_roots] {
+      mounts_outcome out;
+      auto admitted = admit_read_only_mounts(mounts, roots);
+      if (admitted)
+        out.mounts = std::move(admitted.value());
+      else
+        out.error = admitted.error();
+      return out;
+    },
+    std::move(next));
 }
 
 void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {

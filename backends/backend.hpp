@@ -108,13 +108,27 @@ class backend {
   /// Removes what an earlier run of this boxd left behind (own state only).
   virtual void cleanup_orphans() {}
 
-  /// Makes the skill storage of one workspace (`<skills_root>/tenants/ws-<24 hex>`)
-  /// ready for the skill store and returns what keeps it so (null: nothing to hold).
-  /// The bwrap backend mounts the workspace's skill-storage quota image there.
-  /// Blocking.
-  virtual result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) {
-    (void)dir;
-    return std::shared_ptr<void>{};
+  /// A spec this backend could never start (BoxValidationError), judged from the spec
+  /// alone: cheap and non-blocking, so the supervisor refuses it before it replaces or
+  /// reserves a session. The sandbox backend refuses nested and reserved mount targets.
+  virtual box_error check_spec(const box_spec& spec) const {
+    (void)spec;
+    return {};
+  }
+
+  /// Where a workspace's skill store lives, and what keeps that storage ready.
+  struct skill_storage {
+    std::string root;
+    std::shared_ptr<void> hold;  // null: nothing to hold
+  };
+
+  /// Makes the skill storage of one workspace ready for the skill store. `dir` is its
+  /// place under the skills root (`<skills_root>/tenants/ws-<24 hex>`), where the store
+  /// lives unless the backend keeps it elsewhere: the sandbox backend mounts the
+  /// workspace's skill-storage quota image in its own state folder, never over a
+  /// folder a host may keep files in. Blocking.
+  virtual result<skill_storage> acquire_skill_storage(const std::string& dir) {
+    return skill_storage{dir, nullptr};
   }
 };
 

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <unistd.h>
 
 namespace boxrt {
@@ -98,7 +99,7 @@ box_error check_spec_mounts(const box_spec& spec, const local_config& local) {
       return err;
   for (size_t i = 0; i < spec.extra_mounts.size(); ++i) {
     const auto& m = spec.extra_mounts[i];
-    if (m.mode == mount_mode::none)
+    if (m.mode == mount_mode::none || m.runtime_owned)
       continue;
     if (auto err = check_one("extra_mounts[" + std::to_string(i) + "].host_path", m.host_path, local))
       return err;
@@ -114,6 +115,60 @@ box_error check_spec_mounts(const box_spec& spec, const local_config& local) {
     }
   }
   return {};
+}
+
+result<std::vector<mount_spec>> admit_read_only_mounts(const std::vector<mount_spec>& mounts,
+                                                       const std::vector<std::string>& roots) {
+  auto refuse = [](const char* text) { return box_error{ec::admission, text}; };
+  if (mounts.size() > max_admitted_read_only_mounts)
+    return refuse("Managed sandbox accepts at most 256 read-only mounts");
+  if (mounts.empty())
+    return mounts;
+  if (roots.empty())
+    return refuse("Managed sandbox read-only mounts require allowed_mount_roots");
+  auto inside = [&](const std::string& path) {
+    for (auto& r : roots)
+      if (under(path, r))
+        return true;
+    return false;
+  };
+  // Symlinks followed all the way, as Path.resolve(); "" when the path cannot be.
+  auto real = [](const std::string& path) -> std::string {
+    char buf[PATH_MAX];
+    return ::realpath(path.c_str(), buf) ? std::string{buf} : std::string{};
+  };
+  std::vector<mount_spec> out;
+  out.reserve(mounts.size());
+  std::set<std::string> targets;
+  for (const auto& m : mounts) {
+    if (m.mode != mount_mode::ro)
+      return refuse("Managed sandbox additional mounts must be read-only");
+    std::error_code err;
+    auto source = real(m.host_path);
+    if (source.empty() || !fs::is_directory(source, err))
+      return refuse("Managed sandbox read-only mount source is unavailable");
+    if (!inside(source))
+      return refuse("Managed sandbox read-only mount source is outside allowed_mount_roots");
+    std::string manifest;
+    if (!m.manifest_path.empty()) {
+      if (m.content_digest.empty())
+        return refuse("Managed sandbox mount manifests require content_digest");
+      manifest = real(m.manifest_path);
+      if (manifest.empty() || !fs::is_regular_file(manifest, err))
+        return refuse("Managed sandbox read-only mount manifest is unavailable");
+      if (!inside(manifest))
+        return refuse("Managed sandbox read-only mount manifest is outside allowed_mount_roots");
+    }
+    if (!is_content_addressed(m) && !m.mount_path.starts_with("/workspace/"))
+      return refuse("Managed sandbox additional mount targets must stay under /workspace");
+    if (!targets.insert(m.mount_path).second)
+      return refuse("Managed sandbox additional mount targets must be unique");
+    auto admitted = m;
+    admitted.host_path = std::move(source);
+    admitted.manifest_path = std::move(manifest);
+    out.push_back(std::move(admitted));
+  }
+  return out;
 }
 
 std::string check_managed_workspace_root(const box_config& config) {

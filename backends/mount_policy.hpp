@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "messages/error.hpp"
 #include "messages/models.hpp"
@@ -15,11 +16,25 @@ namespace boxrt {
 /// (default [host_root]); skills_root relative to host_root (default "skills").
 local_config resolve_local(const local_config& local);
 
-/// Checks spec.host_path and every extra mount with a mode other than none.
+/// Checks spec.host_path and every extra mount with a mode other than none, except
+/// boxd's own (runtime_owned: a skill of the workspace's store).
 /// BoxValidationError texts: "<field> <path> is blocked for security",
 /// "host_path mounting is disabled because no allowed_mount_roots are configured",
 /// "<field> is outside allowed_mount_roots: <roots joined by ', '>".
 box_error check_spec_mounts(const box_spec& spec, const local_config& local);
+
+/// Admission mode's read-only extra mounts (langbot-plugin 0.7.13's
+/// `_normalize_admitted_extra_mounts`), checked in the reference's order, the first
+/// failure winning: at most `max_admitted_read_only_mounts`; roots required; then per
+/// mount: read-only, source a directory, source under a root, a manifest needs a digest,
+/// is a file and lies under a root, the target under /workspace/ unless the mount is
+/// content-addressed, targets unique. Returns the mounts with host_path and
+/// manifest_path replaced by their real paths. `roots` are resolved allowed mount roots.
+/// BoxAdmissionError texts are the reference's. Blocking (realpath, stat).
+result<std::vector<mount_spec>> admit_read_only_mounts(const std::vector<mount_spec>& mounts,
+                                                       const std::vector<std::string>& roots);
+
+inline constexpr size_t max_admitted_read_only_mounts = 256;
 
 /// Creates the resolved default workspace under an allowed root (protocol.md §4.10.2
 /// step 8). BoxValidationError texts: "box.local.default_workspace must point to a

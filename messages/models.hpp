@@ -51,6 +51,9 @@ struct mount_spec {
   /// ("" = none), and the absolute host path of its sha256-tree-v1 manifest ("" = none).
   std::string content_digest{};
   std::string manifest_path{};
+  /// Set by boxd only (never decoded): a mount of boxd's own storage, a skill of the
+  /// workspace's store, to which the host mount policy does not apply.
+  bool runtime_owned = false;
 
   friend bool operator==(const mount_spec&, const mount_spec&) = default;
   friend auto operator<=>(const mount_spec&, const mount_spec&) = default;
@@ -360,6 +363,33 @@ struct status_info {
   int64_t managed_processes = 0;
   int64_t session_ttl_sec = 0;
   runtime_limits limits;
+  /// The workspace's session capacity (`capacity` of box_status): `limit` is the cap
+  /// that applies to it, `used` its sessions, `remaining` what it may still start,
+  /// the instance-wide cap included.
+  int64_t capacity_limit = 0;
+  int64_t capacity_used = 0;
+  int64_t capacity_remaining = 0;
+};
+
+/// One entry of box_get_storage_analysis (langbot-plugin's storage.py shape).
+struct storage_entry {
+  std::string key;
+  std::string path;
+  std::string kind;        // "root" (counted in the total) or "detail"
+  std::string parent_key;  // "" = none
+  std::string scope;       // "runtime_host" or "sandbox_sessions"
+  bool exists = false;
+  int64_t size_bytes = 0;
+  int64_t file_count = 0;
+  int64_t error_count = 0;
+};
+
+/// box_get_storage_analysis of one workspace: its host folders and, measured inside
+/// each of its sandboxes, their /workspace, /root/.cache and /tmp.
+struct storage_report {
+  std::vector<storage_entry> directories;
+  int64_t active_sessions = 0;
+  int64_t managed_processes = 0;
 };
 
 /// Facts taken from the raw tenant payload before decoding, for the forged-field
@@ -371,7 +401,6 @@ struct payload_facts {
   bool has_session_id = false;
   std::string session_id;         // stripped raw value when it is a string
   bool network_not_off = false;   // network present and not missing/null/""/"off"
-  bool extra_mounts_nonempty = false;
   std::string mount_path;         // raw stripped value; "" when missing/null
   std::string host_path;          // raw stripped value; "" when missing/null
   bool timeout_not_int = false;   // timeout_sec present and not a non-bool integer

@@ -55,6 +55,13 @@ struct skill_outcome {
   std::string data_json;
 };
 
+/// Admission mode's read-only extra mounts after the policy (realpaths resolved), or
+/// the refusal.
+struct mounts_outcome {
+  box_error error;
+  std::vector<mount_spec> mounts;
+};
+
 /// A managed-process action (box_start/get/stop_managed_process) of one workspace.
 struct process_request {
   action_context ctx;

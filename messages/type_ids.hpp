@@ -19,7 +19,7 @@ typename Inspector::result_type inspect(Inspector& f, box_error& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, mount_spec& x) {
   return f(caf::meta::type_name("mount_spec"), x.host_path, x.mount_path, x.mode, x.content_digest,
-           x.manifest_path);
+           x.manifest_path, x.runtime_owned);
 }
 
 template <class Inspector>
@@ -144,13 +144,26 @@ typename Inspector::result_type inspect(Inspector& f, readiness_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, status_info& x) {
   return f(caf::meta::type_name("status_info"), x.backend_name, x.backend_available,
-           x.active_sessions, x.managed_processes, x.session_ttl_sec, x.limits);
+           x.active_sessions, x.managed_processes, x.session_ttl_sec, x.limits, x.capacity_limit,
+           x.capacity_used, x.capacity_remaining);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_entry& x) {
+  return f(caf::meta::type_name("storage_entry"), x.key, x.path, x.kind, x.parent_key, x.scope,
+           x.exists, x.size_bytes, x.file_count, x.error_count);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
+  return f(caf::meta::type_name("storage_report"), x.directories, x.active_sessions,
+           x.managed_processes);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, payload_facts& x) {
   return f(caf::meta::type_name("payload_facts"), x.host_controlled_keys, x.has_session_id,
-           x.session_id, x.network_not_off, x.extra_mounts_nonempty, x.mount_path,
+           x.session_id, x.network_not_off, x.mount_path,
            x.host_path, x.timeout_not_int);
 }
 
@@ -258,6 +271,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::relay_request))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::relay_verdict))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::process_outcome))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::storage_report))
 
   // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
   CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
@@ -292,6 +306,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, relay_atom, "relay")
   CAF_ADD_ATOM(boxrt, boxrt, attach_atom, "attach")
   CAF_ADD_ATOM(boxrt, boxrt, resolve_atom, "resolve")
+  CAF_ADD_ATOM(boxrt, boxrt, storage_atom, "storage")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
 

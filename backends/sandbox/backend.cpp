@@ -209,7 +209,7 @@ result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& 
     if (auto e = blocked("host_path", spec.host_path))
       return e;
   for (size_t i = 0; i < spec.extra_mounts.size() && !own_paths; ++i)
-    if (spec.extra_mounts[i].mode != mount_mode::none)
+    if (spec.extra_mounts[i].mode != mount_mode::none && !spec.extra_mounts[i].runtime_owned)
       if (auto e = blocked("extra_mounts[" + std::to_string(i) + "].host_path", spec.extra_mounts[i].host_path))
         return e;
   if (auto e = mount_targets_error(spec))
@@ -342,7 +342,11 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
     if (!source)
       return make_box_error(ec::box_error, what + " package " + m.host_path + " does not exist");
     auto real = beneath::path_of(source.get());
-    if (within(real, opts_.state_dir) || within(opts_.state_dir, real))
+    // boxd's state is never mounted, but for a skill of its own store (runtime_owned,
+    // set by the supervisor only), and then only from the skill-storage folder.
+    bool own_skill = m.runtime_owned && within(real, opts_.state_dir + "/skills/tenants")
+                     && real != opts_.state_dir + "/skills/tenants";
+    if (!own_skill && (within(real, opts_.state_dir) || within(opts_.state_dir, real)))
       return make_box_error(ec::validation, what + " mount " + m.host_path + " is blocked for security");
     if (m.mode == mount_mode::rw)
       hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
@@ -491,19 +495,28 @@ void sandbox_backend::stop_session(backend_session& session) {
     s->teardown();
 }
 
-result<std::shared_ptr<void>> sandbox_backend::acquire_skill_storage(const std::string& dir) {
+box_error sandbox_backend::check_spec(const box_spec& spec) const {
+  return mount_targets_error(spec);
+}
+
+std::string sandbox_backend::skill_storage_dir(const std::string& name) const {
+  return opts_.state_dir + "/skills/tenants/" + name;
+}
+
+result<backend::skill_storage> sandbox_backend::acquire_skill_storage(const std::string& dir) {
   if (!unavailable_.empty() || opts_.skills_tenants_dir.empty())
-    return std::shared_ptr<void>{};
+    return skill_storage{dir, nullptr};
   fs::path p{dir};
   auto name = p.filename().string();
   if (fs::path{opts_.skills_tenants_dir}.lexically_normal() != p.parent_path().lexically_normal()
       || managed_tenant_name(opts_.skills_tenants_dir + "/" + name).empty())
-    return std::shared_ptr<void>{};
+    return skill_storage{dir, nullptr};
   // The store writes as root; a session hands the packages it mounts to its own uid.
-  auto lease = impl_->host->quota->acquire("skills-" + name, dir, opts_.skills_quota_mb, 0, 0);
+  auto root = skill_storage_dir(name);
+  auto lease = impl_->host->quota->acquire("skills-" + name, root, opts_.skills_quota_mb, 0, 0);
   if (!lease)
     return lease.error();
-  return std::shared_ptr<void>{std::move(lease.value())};
+  return skill_storage{root, std::shared_ptr<void>{std::move(lease.value())}};
 }
 
 void sandbox_backend::cleanup_orphans() {

@@ -79,7 +79,7 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
   }
   if (!opts_.skills_tenants_dir.empty() && has_host) {
     if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
-      auto lease = impl_->host->quota->acquire("skills-" + name, opts_.skills_tenants_dir + "/" + name,
+      auto lease = impl_->host->quota->acquire("skills-" + name, skill_storage_dir(name),
                                          opts_.skills_quota_mb, s.uid, s.gid);
       if (!lease)
         return lease.error();

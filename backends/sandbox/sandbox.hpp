@@ -67,8 +67,10 @@ struct sandbox_options {
   int64_t tmp_size_mb = 64;
   int64_t home_size_mb = 16;
   int64_t shm_size_mb = 64;
-  /// Where per-workspace skill-storage images are mounted (the skills root's tenants
-  /// folder); "" = none.
+  /// The skills root's tenants folder, where a skill store asks for its storage; "" =
+  /// no skill-storage images. The images are mounted at `<state_dir>/skills/tenants/
+  /// ws-<24 hex>` (skill_storage_dir), never here: LangBot 4.11 keeps its own skill
+  /// store in this folder.
   std::string skills_tenants_dir;
   int64_t skills_quota_mb = 64;
   /// cgroup root (v2 when it delegates memory, pids and cpu, else v1 hierarchies under
@@ -120,7 +122,11 @@ class sandbox_backend : public backend {
                                                                  const process_spec& spec) override;
   void stop_session(backend_session& session) override;
   void cleanup_orphans() override;
-  result<std::shared_ptr<void>> acquire_skill_storage(const std::string& dir) override;
+  result<skill_storage> acquire_skill_storage(const std::string& dir) override;
+  box_error check_spec(const box_spec& spec) const override;
+
+  /// Where the skill-storage image of managed workspace `name` (ws-<24 hex>) is mounted.
+  std::string skill_storage_dir(const std::string& name) const;
 
   /// The driver's argument list of a session (for tests and logs). Host sources (the
   /// workspace, extra mounts, the skills view, the artifacts view, the io folder, then the bounded tmpfs

@@ -150,10 +150,6 @@ payload_facts extract_payload_facts(const element& data) {
     const bool off = v->get_string().get(s) == ok && (s.empty() || s == "off");
     facts.network_not_off = !off;
   }
-  if (auto v = lookup(obj, "extra_mounts"); v && !v->is_null()) {
-    array arr;
-    facts.extra_mounts_nonempty = v->get_array().get(arr) != ok || arr.size() > 0;
-  }
   if (auto v = lookup(obj, "mount_path"); v && !v->is_null())
     facts.mount_path = raw_text(*v);
   if (auto v = lookup(obj, "host_path"); v && !v->is_null())

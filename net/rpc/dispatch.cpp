@@ -107,6 +107,10 @@ void do_status(connection_env& env, const element&, const action_context* ctx, d
   ask<status_info>(env, done, status_json, status_atom_v, *ctx);
 }
 
+void do_storage(connection_env& env, const element&, const action_context* ctx, done_fn done) {
+  ask<storage_report>(env, done, storage_json, storage_atom_v, *ctx);
+}
+
 /// Skill actions (§2.4): routed through the workspace's supervisor (fence, and the
 /// entitlement gate in admission mode) to its skill-store actor. The data travels as
 /// JSON text and is decoded on the worker pool. A zip action's uploaded file is looked
@@ -232,6 +236,7 @@ constexpr action_def action_table[] = {
   {"box_put_workspace_entitlement", scope::host, do_entitlement},
   // Tenant sandbox actions (§2.3).
   {"box_status", scope::tenant, do_status},
+  {"box_get_storage_analysis", scope::tenant, do_storage},
   {"box_exec", scope::tenant, do_exec},
   {"box_create_session", scope::tenant, do_create},
   {"box_get_session", scope::tenant, do_get_session},

@@ -76,6 +76,41 @@ std::string status_json(const status_info& x) {
   w.key("max_admission_records").value(x.limits.max_admission_records);
   w.key("max_rpc_file_bytes").value(x.limits.max_rpc_file_bytes);
   w.end_object();
+  w.key("capacity").begin_object();
+  w.key("limit").value(x.capacity_limit);
+  w.key("used").value(x.capacity_used);
+  w.key("remaining").value(x.capacity_remaining);
+  w.end_object();
+  w.end_object();
+  return w.take();
+}
+
+std::string storage_json(const storage_report& x) {
+  json::writer w;
+  w.begin_object();
+  int64_t total = 0;
+  for (const auto& d : x.directories)
+    if (d.kind == "root")
+      total += d.size_bytes;
+  w.key("size_bytes").value(total);
+  w.key("directories").begin_array();
+  for (const auto& d : x.directories) {
+    w.begin_object();
+    w.key("key").value(d.key);
+    w.key("path").value(d.path);
+    w.key("kind").value(d.kind);
+    w.key("exists").value(d.exists);
+    w.key("size_bytes").value(d.size_bytes);
+    w.key("file_count").value(d.file_count);
+    w.key("error_count").value(d.error_count);
+    if (!d.parent_key.empty())
+      w.key("parent_key").value(d.parent_key);
+    w.key("scope").value(d.scope);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("active_sessions").value(x.active_sessions);
+  w.key("managed_processes").value(x.managed_processes);
   w.end_object();
   return w.take();
 }

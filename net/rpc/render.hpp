@@ -21,6 +21,10 @@ std::string backend_info_json(const instance_settings& s);
 /// The reply of box_get_status.
 std::string status_json(const status_info& x);
 
+/// box_get_storage_analysis's reply: size_bytes (the "root" entries' sum), directories,
+/// active_sessions, managed_processes.
+std::string storage_json(const storage_report& x);
+
 /// True once the first readiness probe finished and everything required is ready.
 bool instance_ready(const instance_settings& s);
 

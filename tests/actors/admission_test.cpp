@@ -250,17 +250,15 @@ BOOST_AUTO_TEST_CASE(global_or_blank_session_id_is_allowed) {
 BOOST_AUTO_TEST_CASE(network_other_than_off_is_disabled) {
   payload_facts f;
   f.network_not_off = true;
-  f.extra_mounts_nonempty = true;
   BOOST_TEST(describe(workspace_admission::check_forged_fields(f, tenant))
              == "BoxAdmissionError: Managed sandbox network access is disabled");
 }
 
-BOOST_AUTO_TEST_CASE(extra_mounts_are_disabled) {
+BOOST_AUTO_TEST_CASE(extra_mounts_are_left_to_the_read_only_rules) {
+  // langbot-plugin 0.7.13 admits read-only mounts: the raw payload check leaves them
+  // to normalize, which reports the rules' outcome after host_path.
   payload_facts f;
-  f.extra_mounts_nonempty = true;
-  f.mount_path = "/mnt";
-  BOOST_TEST(describe(workspace_admission::check_forged_fields(f, tenant))
-             == "BoxAdmissionError: Managed sandbox additional host mounts are disabled");
+  BOOST_TEST(describe(workspace_admission::check_forged_fields(f, tenant)) == "ok");
 }
 
 BOOST_AUTO_TEST_CASE(mount_path_other_than_workspace_is_runtime_owned) {
@@ -1040,12 +1038,25 @@ BOOST_AUTO_TEST_CASE(network_must_be_off) {
              == "BoxAdmissionError: Managed sandbox network access is disabled");
 }
 
-BOOST_AUTO_TEST_CASE(extra_mounts_are_refused) {
+BOOST_AUTO_TEST_CASE(extra_mounts_outcome_comes_after_host_path) {
   box_spec s;
   s.extra_mounts.push_back({"/etc", "/mnt", mount_mode::ro});
-  s.mount_path = "/mnt";
-  BOOST_TEST(describe(adm.normalize(s, policy, tenant, true))
-             == "BoxAdmissionError: Managed sandbox additional host mounts are disabled");
+  mounts_outcome refused;
+  refused.error = box_error{ec::admission, "Managed sandbox additional mounts must be read-only"};
+  s.host_path = "/elsewhere";
+  BOOST_TEST(describe(adm.normalize(s, policy, tenant, true, refused))
+             == "BoxAdmissionError: Managed sandbox host_path is runtime-owned");
+  s.host_path.clear();
+  BOOST_TEST(describe(adm.normalize(s, policy, tenant, true, refused))
+             == "BoxAdmissionError: Managed sandbox additional mounts must be read-only");
+  // Admitted mounts replace what the caller sent; nothing else survives.
+  mounts_outcome admitted;
+  admitted.mounts.push_back({"/srv/a", "/workspace/a", mount_mode::ro});
+  auto out = adm.normalize(s, policy, tenant, true, admitted);
+  BOOST_REQUIRE(out);
+  BOOST_CHECK(out->extra_mounts == admitted.mounts);
+  // Without an outcome (no mounts were checked) no caller mount survives.
+  BOOST_CHECK(adm.normalize(s, policy, tenant, true)->extra_mounts.empty());
 }
 
 BOOST_AUTO_TEST_CASE(mount_path_must_be_workspace) {

@@ -544,14 +544,6 @@ BOOST_AUTO_TEST_CASE(network_counts_as_off_only_when_missing_null_empty_or_off) 
   BOOST_CHECK(facts_from(R"({"network":false})").network_not_off);
 }
 
-BOOST_AUTO_TEST_CASE(extra_mounts_count_when_non_empty_or_not_a_list) {
-  BOOST_CHECK(!facts_from(R"({"extra_mounts":[]})").extra_mounts_nonempty);
-  BOOST_CHECK(!facts_from(R"({"extra_mounts":null})").extra_mounts_nonempty);
-  BOOST_CHECK(facts_from(R"({"extra_mounts":[{}]})").extra_mounts_nonempty);
-  BOOST_CHECK(facts_from(R"({"extra_mounts":{}})").extra_mounts_nonempty);
-  BOOST_CHECK(facts_from(R"({"extra_mounts":"x"})").extra_mounts_nonempty);
-}
-
 BOOST_AUTO_TEST_CASE(timeout_not_int_flags_bool_string_and_float) {
   BOOST_CHECK(!facts_from(R"({"timeout_sec":30})").timeout_not_int);
   BOOST_CHECK(!facts_from(R"({"timeout_sec":null})").timeout_not_int);
@@ -580,7 +572,6 @@ BOOST_AUTO_TEST_CASE(the_last_duplicate_is_the_one_checked) {
   BOOST_CHECK(!facts(R"({"network":"on","network":"off"})").network_not_off);
   BOOST_CHECK_EQUAL(facts(R"({"host_path":"/a","host_path":"/etc"})").host_path, "/etc");
   BOOST_CHECK_EQUAL(facts(R"({"session_id":"a","session_id":"b"})").session_id, "b");
-  BOOST_CHECK(facts(R"({"extra_mounts":[],"extra_mounts":[{}]})").extra_mounts_nonempty);
   BOOST_CHECK(facts(R"({"timeout_sec":1,"timeout_sec":"1"})").timeout_not_int);
   BOOST_CHECK(!facts(R"({"timeout_sec":"1","timeout_sec":1})").timeout_not_int);
 }

@@ -519,6 +519,10 @@ BOOST_FIXTURE_TEST_CASE(a_mount_target_inside_another_mount_or_the_machinery_is_
   auto refused = [&](const std::string& target, const std::string& why) {
     auto s = spec("nested", tenant("4e4e4e4e4e4e4e4e4e4e4e4e"));
     s.extra_mounts.push_back(mount_spec{data, target, mount_mode::rw});
+    // The same refusal from the spec alone, before anything is touched: the supervisor
+    // asks this first, so such a spec never replaces a running session.
+    auto early = backend->check_spec(s);
+    BOOST_TEST(early.message.find(why) != std::string::npos, early.message);
     auto r = backend->start_session(s);
     BOOST_REQUIRE(!r.ok());
     BOOST_TEST(r.error().message.find(why) != std::string::npos, r.error().message);

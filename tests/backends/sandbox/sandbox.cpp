@@ -240,9 +240,30 @@ BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_pe
   BOOST_TEST(!fs::exists(path + "/small"));
   auto again = start(s);
   BOOST_TEST(run(*again, s, "cat /workspace/small").stdout_text == "kept");
-  // The workspace's skill storage has an image of its own, mounted beside it.
-  BOOST_TEST(fs::exists(opts.skills_tenants_dir + "/ws-cccccccccccccccccccccccc/lost+found"));
+  // The workspace's skill storage has an image of its own, in boxd's state folder.
+  BOOST_TEST(fs::exists(backend->skill_storage_dir("ws-cccccccccccccccccccccccc") + "/lost+found"));
   backend->stop_session(*again);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_hosts_own_skill_store_under_the_skills_root_stays_visible, driver_fixture) {
+  // LangBot 4.11 keeps its skill store at <skills_root>/tenants/ws-<24 hex>: a session of
+  // that workspace, and boxd's own store for it, never mount anything over it.
+  const std::string name = "ws-9999999999999999999999ab";
+  auto host_store = opts.skills_tenants_dir + "/" + name + "/.langbot-skill-store";
+  fs::create_directories(host_store + "/registry");
+  std::ofstream{host_store + "/registry/demo.json"} << "{}";
+  auto s = spec("host-store", tenant(name.substr(3)));
+  s.workspace_quota_mb = 8;
+  auto session = start(s);
+  auto storage = backend->acquire_skill_storage(opts.skills_tenants_dir + "/" + name);
+  BOOST_REQUIRE(storage);
+  BOOST_TEST(storage->root == backend->skill_storage_dir(name));
+  BOOST_TEST(fs::exists(storage->root + "/lost+found"));
+  BOOST_TEST(fs::exists(host_store + "/registry/demo.json"));
+  BOOST_TEST(!fs::exists(opts.skills_tenants_dir + "/" + name + "/lost+found"));
+  backend->stop_session(*session);
+  storage->hold.reset();
+  BOOST_TEST(fs::exists(host_store + "/registry/demo.json"));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_fork_bomb_stops_at_pids_limit, driver_fixture) {

@@ -231,7 +231,7 @@ BOOST_AUTO_TEST_CASE(known_actions_are_the_reference_set_plus_entitlements) {
   for (auto name : {"__ping", "__file_chunk", "box_health", "box_get_backend_info", "box_init",
                     "box_upsert_sandbox_admission_grant", "box_revoke_sandbox_admission_grant",
                     "box_verify_shared_workspace", "box_shutdown", "box_put_workspace_entitlement",
-                    "box_status", "box_exec", "box_create_session", "box_get_session",
+                    "box_status", "box_get_storage_analysis", "box_exec", "box_create_session", "box_get_session",
                     "box_get_sessions", "box_delete_session", "box_start_managed_process",
                     "box_get_managed_process", "box_stop_managed_process", "box_list_skills",
                     "box_get_skill", "box_create_skill", "box_update_skill", "box_delete_skill",
@@ -356,6 +356,18 @@ BOOST_AUTO_TEST_CASE(non_string_session_id_is_a_validation_error) {
                "BoxValidationError: session_id must be a string");
 }
 
+BOOST_AUTO_TEST_CASE(a_session_id_with_nothing_usable_is_a_validation_error_of_exec_and_create) {
+  // langbot-plugin 0.7.13 reports this ValueError of exec and create as a
+  // BoxValidationError; get and delete keep the ValueError.
+  net_fixture f;
+  require_wire(f.tenant("box_exec", R"({"session_id":"%%%","cmd":"echo"})"),
+               "BoxValidationError: Box session_id must contain a valid character");
+  require_wire(f.tenant("box_create_session", R"({"session_id":"%%%"})"),
+               "BoxValidationError: Box session_id must contain a valid character");
+  require_wire(f.tenant("box_get_session", R"({"session_id":"%%%"})"),
+               "ValueError: Box session_id must contain a valid character");
+}
+
 BOOST_AUTO_TEST_CASE(bad_box_spec_is_a_validation_error) {
   net_fixture f;
   require_wire(f.tenant("box_exec", R"({"session_id":"s","cmd":"echo","memory_mb":10})"),
@@ -394,6 +406,53 @@ BOOST_AUTO_TEST_CASE(status_has_the_reference_shape_for_this_placement) {
                   R"({"instance_uuid":"instance-a","workspace_uuid":"workspace-a","placement_generation":2})");
   require_ok(g2);
   BOOST_CHECK_EQUAL(g2.num("active_sessions"), 0);
+}
+
+BOOST_AUTO_TEST_CASE(status_has_the_workspaces_session_capacity) {
+  // Standard mode: the workspace's cap (box.limits.max_sessions_per_workspace, within
+  // max_sessions), its sessions, and what it may still start.
+  net_fixture f;
+  auto capacity = [&](const char* ws) {
+    auto a = f.rpc("box_status", "{}",
+                   std::string{R"({"instance_uuid":"instance-a","workspace_uuid":")"} + ws
+                     + R"(","placement_generation":1})");
+    require_ok(a);
+    auto c = a["capacity"];
+    return std::tuple{c["limit"].get_int64().value(), c["used"].get_int64().value(),
+                      c["remaining"].get_int64().value()};
+  };
+  BOOST_CHECK((capacity("workspace-a") == std::tuple{64, 0, 64}));
+  require_ok(f.tenant("box_exec", R"({"session_id":"s","cmd":"echo a","persistent":true})"));
+  BOOST_CHECK((capacity("workspace-a") == std::tuple{64, 1, 63}));
+  // Another workspace's own count is 0; the instance's cap is shared.
+  BOOST_CHECK((capacity("workspace-z") == std::tuple{64, 0, 63}));
+}
+
+BOOST_AUTO_TEST_CASE(storage_analysis_has_the_reference_shape) {
+  net_fixture f;
+  auto empty = f.tenant("box_get_storage_analysis");
+  require_ok(empty);
+  BOOST_CHECK_EQUAL(empty.num("active_sessions"), 0);
+  BOOST_CHECK_EQUAL(empty.num("managed_processes"), 0);
+  BOOST_CHECK_EQUAL(empty.num("size_bytes"), 0);
+  require_ok(f.tenant("box_exec", R"({"session_id":"s","cmd":"echo a","persistent":true})"));
+  auto a = f.tenant("box_get_storage_analysis");
+  require_ok(a);
+  BOOST_CHECK_EQUAL(a.num("active_sessions"), 1);
+  std::vector<std::string> keys;
+  simdjson::dom::array directories = a["directories"].get_array().value();
+  for (auto d : directories) {
+    keys.emplace_back(d["key"].get_string().value());
+    std::string_view scope = d["scope"].get_string().value();
+    BOOST_CHECK(scope == "runtime_host" || scope == "sandbox_sessions");
+    BOOST_CHECK(d["size_bytes"].get_int64().value() >= 0);
+    BOOST_CHECK(d["file_count"].get_int64().value() >= 0);
+    BOOST_CHECK(d["error_count"].get_int64().value() >= 0);
+    (void)d["exists"].get_bool().value();
+    (void)d["path"].get_string().value();
+  }
+  for (auto key : {"session_workspaces", "session_caches", "session_temp"})
+    BOOST_CHECK_MESSAGE(std::find(keys.begin(), keys.end(), key) != keys.end(), key);
 }
 
 // -- context rules (protocol.md §2.1) -----------------------------------------------------
