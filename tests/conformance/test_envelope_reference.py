@@ -1,6 +1,8 @@
 """The envelope, frame for frame, against LangBot's own Box server.
 
-Starts the reference server shipped in the pinned langbot-plugin (`lbp box`) and a boxd,
+Starts the reference server shipped in the pinned langbot-plugin (what `lbp box` runs,
+langbot_plugin.box.server.main, started directly: the CLI module imports every other
+command's dependencies) and a boxd,
 sends each frame below to both (one connection per frame) and compares every reply.
 The frames are the edges of the envelope: duplicate keys, numbers only Python's json
 reads, lax integers, unpaired surrogates, wrong types, several errors at once.
@@ -124,12 +126,16 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def reference():
-    lbp = os.path.join(os.path.dirname(sys.executable), "lbp")
     workdir = tempfile.mkdtemp(prefix="lbp-box-")
     port = free_port()
     log = open(os.path.join(workdir, "lbp.log"), "w")
+    # The `box` command's arguments, as `lbp box --host 127.0.0.1 --ws-control-port PORT`.
+    start = (
+        "import argparse; from langbot_plugin.box.server import main; "
+        f"main(argparse.Namespace(host='127.0.0.1', stdio_control=False, ws_control_port={port}))"
+    )
     proc = subprocess.Popen(
-        [lbp, "box", "--host", "127.0.0.1", "--ws-control-port", str(port)],
+        [sys.executable, "-c", start],
         cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60

@@ -1,9 +1,11 @@
 """admission.md §5.1, the five Cloud admission scenarios, driven through LangBot's own
 host code (BoxService in Cloud mode, its connector and WebSocket client, the
-EntitlementResolver, the SandboxAdmissionController) against boxd on real nsjail. Where
+EntitlementResolver, the SandboxAdmissionController, the native exec tool and, in 4.11,
+the Runner's Box binding) against boxd on real nsjail, for both host generations. Where
 LangBot's own test reads an in-process backend's recorded specs, this suite asks boxd
 over the same socket, or looks from inside the sandbox. Two more checks inside: the
-command is not uid 0, and the workspace quota is hard."""
+command is not uid 0, and the workspace quota is hard. 4.11's skills are in
+test_cloud_skills_411.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import asyncio
 
 import pytest
 
-from conftest import INSTANCE, context, query
+from conftest import HAS_RUNNER_BINDING, HAS_RUNTIME_SKILLS, INSTANCE, context, query, run_exec
 from langbot.pkg.cloud.entitlements import EntitlementUnavailableError
 from langbot_plugin.box.errors import BoxAdmissionError
 from langbot_plugin.entities.io.context import ActionContext
@@ -30,11 +32,11 @@ async def test_startup_finds_a_ready_nsjail(service):
     assert service.available
 
 
-async def test_ac01_concurrent_first_use_gives_one_persistent_global_session(service, entitlements):
+async def test_ac01_concurrent_first_use_gives_one_persistent_global_session(service, tools, entitlements):
     entitlements.set("workspace-a")
     first, second = await asyncio.gather(
-        service.execute_tool({"command": "echo first"}, query("workspace-a")),
-        service.execute_tool({"command": "echo second"}, query("workspace-a")),
+        run_exec(tools, query("workspace-a"), "echo first"),
+        run_exec(tools, query("workspace-a"), "echo second"),
     )
     assert first["session_id"] == "global" and second["session_id"] == "global"
     assert first["ok"] and second["ok"]
@@ -52,39 +54,35 @@ async def test_ac01_concurrent_first_use_gives_one_persistent_global_session(ser
     assert s["workspace_quota_mb"] == 32
     assert s["backend_name"] == "nsjail"
     # Started exactly once: a later exec reaches the same physical session.
-    third = await service.execute_tool({"command": "echo third"}, query("workspace-a"))
+    third = await run_exec(tools, query("workspace-a"), "echo third")
     assert third["ok"]
     again = await service.get_sessions(context("workspace-a"))
     assert [x["backend_session_id"] for x in again] == [s["backend_session_id"]]
     assert again[0]["created_at"] == s["created_at"]
 
 
-async def test_ac02_entitlement_loss_revokes_and_closes(service, entitlements):
+async def test_ac02_entitlement_loss_revokes_and_closes(service, tools, entitlements):
     entitlements.set("workspace-a", revision=1)
-    result = await service.execute_tool({"command": "echo kept > /tmp/marker; echo ok"}, query("workspace-a"))
+    result = await run_exec(tools, query("workspace-a"), "echo kept > /tmp/marker; echo ok")
     assert result["ok"]
     assert len(await service.get_sessions(context("workspace-a"))) == 1
     assert (await runtime_status(service, "workspace-a"))["active_sessions"] == 1
     entitlements.set("workspace-a", revision=2, eligible=False)
     with pytest.raises(EntitlementUnavailableError):
-        await service.execute_tool({"command": "echo denied"}, query("workspace-a"))
+        await run_exec(tools, query("workspace-a"), "echo denied")
     # LangBot only logs a failed revocation: boxd itself must have closed the session.
     assert (await runtime_status(service, "workspace-a"))["active_sessions"] == 0
     # Granted again at a later revision: a fresh sandbox, nothing of the old one's /tmp.
     entitlements.set("workspace-a", revision=3)
-    fresh = await service.execute_tool({"command": "cat /tmp/marker 2>/dev/null || echo gone"}, query("workspace-a"))
+    fresh = await run_exec(tools, query("workspace-a"), "cat /tmp/marker 2>/dev/null || echo gone")
     assert fresh["stdout"].strip() == "gone"
 
 
-async def test_ac03_two_workspaces_are_isolated(service, entitlements):
+async def test_ac03_two_workspaces_are_isolated(service, tools, entitlements):
     for ws in ("workspace-a", "workspace-b"):
         entitlements.set(ws)
-    a = await service.execute_tool(
-        {"command": "echo secret-a > /workspace/mine.txt && cat /workspace/mine.txt"}, query("workspace-a")
-    )
-    b = await service.execute_tool(
-        {"command": "ls -a /workspace; cat /workspace/mine.txt 2>/dev/null; true"}, query("workspace-b")
-    )
+    a = await run_exec(tools, query("workspace-a"), "echo secret-a > /workspace/mine.txt && cat /workspace/mine.txt")
+    b = await run_exec(tools, query("workspace-b"), "ls -a /workspace; cat /workspace/mine.txt 2>/dev/null; true")
     assert a["session_id"] == "global" and b["session_id"] == "global"
     assert a["stdout"].strip() == "secret-a"
     assert "secret-a" not in b["stdout"] and "mine.txt" not in b["stdout"]
@@ -99,6 +97,7 @@ async def test_ac03_two_workspaces_are_isolated(service, entitlements):
     assert (await runtime_status(service, "workspace-b"))["active_sessions"] == 1
 
 
+@pytest.mark.skipif(not HAS_RUNTIME_SKILLS, reason="this host keeps skills itself (test_cloud_skills_411.py)")
 async def test_ac04_cloud_skills(service, entitlements):
     for ws in ("workspace-a", "workspace-b"):
         entitlements.set(ws)
@@ -132,33 +131,43 @@ async def test_ac04_cloud_skills(service, entitlements):
 
 
 async def test_ac05_forged_fields_never_reach_the_runtime(service, entitlements):
+    """4.10 refuses them in its exec path; 4.11's exec needs a bound Box, so here they go
+    to create_session, the call a Runner's acquire makes, which refuses them the same way
+    (caller extra_mounts too: 4.11's own skill mounts never come from the caller)."""
     entitlements.set("workspace-a")
     q = query("workspace-a")
-    for forged, message in (
+    forgeries = [
         ({"plan": "pro"}, "host-controlled"),
+        ({"max_sessions": 8, "backend": "host"}, "host-controlled: backend, max_sessions"),
         ({"network": "on"}, "network access is disabled"),
         ({"session_id": "attacker"}, "session_id is runtime-owned"),
-    ):
+        ({"mount_path": "/mnt"}, "mount_path is runtime-owned"),
+        ({"host_path": "/etc"}, "host_path is runtime-owned"),
+        ({"extra_mounts": [{"host_path": "/etc", "mount_path": "/workspace/etc", "mode": "ro"}]},
+         "additional host mounts are disabled"),
+    ]
+    for forged, message in forgeries:
         payload = {"cmd": "true", "session_id": "global"}
         payload.update(forged)
         with pytest.raises(BoxAdmissionError, match=message):
-            await service.execute_spec_payload(payload, q)
+            if HAS_RUNNER_BINDING:
+                await service.create_session(context("workspace-a"), payload)
+            else:
+                await service.execute_spec_payload(payload, q)
     with pytest.raises(BoxAdmissionError, match="Managed processes are disabled"):
         await service.start_managed_process(context("workspace-a"), "global", {"command": "sleep", "args": ["60"]})
     assert await service.get_sessions(context("workspace-a")) == []
     assert (await runtime_status(service, "workspace-a"))["active_sessions"] == 0
 
 
-async def test_the_command_is_not_root_and_the_workspace_quota_is_hard(service, entitlements):
+async def test_the_command_is_not_root_and_the_workspace_quota_is_hard(service, tools, entitlements):
     entitlements.set("workspace-a")
-    who = await service.execute_tool({"command": "id -u; cat /proc/self/uid_map"}, query("workspace-a"))
+    q = query("workspace-a")
+    who = await run_exec(tools, q, "id -u; cat /proc/self/uid_map")
     uid, inside, outside, count = who["stdout"].split()[:4]
     assert uid != "0"
     assert (inside, outside, count) == (uid, uid, "1")  # mapped onto the same host uid
     # 40 MiB into a 32 MiB workspace: the image is full before the write is done. LangBot
     # walks the tree after the exec; the file is removed in the same command.
-    fill = await service.execute_tool(
-        {"command": "dd if=/dev/zero of=/workspace/big bs=1M count=40 2>&1; rm -f /workspace/big"},
-        query("workspace-a"),
-    )
+    fill = await run_exec(tools, q, "dd if=/dev/zero of=/workspace/big bs=1M count=40 2>&1; rm -f /workspace/big")
     assert "No space left on device" in fill["stdout"], fill
