@@ -244,12 +244,18 @@ def entitlements():
     return Entitlements()
 
 
-@pytest_asyncio.fixture
-async def service(boxd, entitlements):
+async def started_service(boxd, entitlements):
+    """LangBot's BoxService over `boxd`, initialised, and known to the app as its own."""
     app = make_app(boxd, entitlements)
     svc = BoxService(app)
     app.box_service = svc
     await svc.initialize()
+    return svc
+
+
+@pytest_asyncio.fixture
+async def service(boxd, entitlements):
+    svc = await started_service(boxd, entitlements)
     yield svc
     await svc.shutdown()
 
@@ -271,10 +277,7 @@ def bwrap_boxd():
 
 @pytest_asyncio.fixture
 async def standard_service(bwrap_boxd, entitlements):
-    app = make_app(bwrap_boxd, entitlements)
-    svc = BoxService(app)
-    app.box_service = svc
-    await svc.initialize()
+    svc = await started_service(bwrap_boxd, entitlements)
     yield svc
     await svc.shutdown()
 

@@ -37,6 +37,21 @@ def activate(q, snapshot: dict) -> None:
     skill_loader.register_activated_skill(q, snapshot)
 
 
+async def read_activated_skill(tools, q, root: str) -> None:
+    """Inside the run's sandbox: the skill's file is readable at `root`, nothing can be
+    written there, and the mount at `root` is read-only in /proc/self/mountinfo."""
+    result = await run_exec(
+        tools,
+        q,
+        f"cat {root}/data/hello.txt; touch {root}/x 2>/dev/null && echo writable || echo read-only; "
+        "cat /proc/self/mountinfo",
+    )
+    assert result["ok"], result
+    lines = result["stdout"].splitlines()
+    assert lines[:2] == [SKILL_TEXT.strip(), "read-only"]
+    assert "ro" in mount_options("\n".join(lines[2:]), root)
+
+
 def mount_options(mountinfo: str, target: str) -> set[str]:
     for line in mountinfo.splitlines():
         fields = line.split()
@@ -77,16 +92,7 @@ async def test_an_activated_skill_is_read_only_at_its_artifact_path(service, too
     root = f"/opt/langbot-artifacts/{digest}"
     q = query("workspace-a")
     activate(q, snapshot)
-    result = await run_exec(
-        tools,
-        q,
-        f"cat {root}/data/hello.txt; touch {root}/x 2>/dev/null && echo writable || echo read-only; "
-        "cat /proc/self/mountinfo",
-    )
-    assert result["ok"], result
-    lines = result["stdout"].splitlines()
-    assert lines[:2] == [SKILL_TEXT.strip(), "read-only"]
-    assert "ro" in mount_options("\n".join(lines[2:]), root)
+    await read_activated_skill(tools, q, root)
     # The same run again on the warm session: the mount travels with every exec.
     again = await run_exec(tools, q, f"ls {root}/data")
     assert again["stdout"].split() == ["hello.txt"]

@@ -78,23 +78,14 @@ async def test_an_activated_skill_is_read_only_in_standard_mode(standard_service
     """The skill published in the host's default store (<host_root>/skills) and
     activated for the run: readable at /opt/langbot-artifacts/<hex>, not writable, its
     mount read-only; the host's store unchanged while the Box runs."""
-    from test_cloud_skills_411 import SKILL_TEXT, activate, mount_options, publish_skill
+    from test_cloud_skills_411 import activate, publish_skill, read_activated_skill
 
     repository = skill_repository(standard_service.ap)
     snapshot = await publish_skill(repository, "workspace-a")
     root = "/opt/langbot-artifacts/" + snapshot["revision"].removeprefix("sha256:")
     q = query("workspace-a", launcher_id="1")
     activate(q, snapshot)
-    result = await run_exec(
-        std_tools,
-        q,
-        f"cat {root}/data/hello.txt; touch {root}/x 2>/dev/null && echo writable || echo read-only; "
-        "cat /proc/self/mountinfo",
-    )
-    assert result["ok"], result
-    lines = result["stdout"].splitlines()
-    assert lines[:2] == [SKILL_TEXT.strip(), "read-only"]
-    assert "ro" in mount_options("\n".join(lines[2:]), root)
+    await read_activated_skill(std_tools, q, root)
     assert os.path.isfile(snapshot["manifest_path"])
     assert [s["name"] for s in await repository.list_skills(context("workspace-a"))] == ["greeter"]
     # Another conversation without the activation: no artifact there.
