@@ -14,6 +14,10 @@ namespace boxrt {
 using session_actor = caf::typed_actor<
   // Runs one command after every earlier one; replies with the caller's logical id.
   caf::replies_to<exec_atom, box_spec>::with<exec_result>,
+  // box_get_storage_analysis's probe: runs only while the session is idle and live, with
+  // the last command's mounts, and is no use of the session (its TTL runs on); a busy
+  // session answers with an error instead of queueing it.
+  caf::replies_to<probe_atom, box_spec>::with<exec_result>,
   // Replies once the sandbox has started (box_create_session).
   caf::replies_to<create_atom>::with<session_info>,
   // Current info, answered at once.

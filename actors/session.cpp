@@ -72,6 +72,9 @@ void schedule_reap(self_ptr self) {
 
 void begin_stop(self_ptr self, box_error reason);
 
+/// Runs `spec` as the session's one running command, answering `rp`.
+void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp);
+
 /// True when the actor that asked for a command is gone: its reply has nowhere to go, so
 /// the command is never started (a client that disconnects leaves no work behind, and
 /// reconnecting cannot pile up more than one connection's in-flight cap at a time).
@@ -103,11 +106,17 @@ void run_next(self_ptr self) {
   }
   auto next = std::move(st.queue.front());
   st.queue.pop_front();
+  st.last_mounts = next.spec.extra_mounts;
+  submit_exec(self, std::move(next.spec), std::move(next.rp));
+}
+
+void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp) {
+  auto& st = self->state;
   st.current = session_state::phase::running;
   st.running_token = st.next_token++;
-  st.running_rp = std::move(next.rp);
+  st.running_rp = std::move(rp);
   auto job = [box = st.box, backend = st.args.backend, limits = st.args.limits,
-              local = st.args.local, spec = std::move(next.spec)] {
+              local = st.args.local, spec = std::move(spec)] {
     exec_outcome out;
     // Skill mounts may change per exec on a warm session: every exec's mounts pass the
     // same policy as a start's (allowed roots, denylist), here off the actor thread.
@@ -189,6 +198,22 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
       run_next(self);
       return rp;
     },
+    [self](probe_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<exec_result>();
+      // Only an idle, live sandbox is probed: nothing waits behind a probe, nothing is
+      // started for one, and a busy session is reported, not queued.
+      if (st.current != session_state::phase::ready || !st.queue.empty() || !st.box->handle
+          || !st.box->handle->alive()) {
+        rp.deliver(to_caf_error(box_error{ec::box_error, "session " + st.args.logical_id + " is busy"}));
+        return rp;
+      }
+      // The mounts of the last command stay as they are.
+      spec.extra_mounts = st.last_mounts;
+      st.probing = true;
+      submit_exec(self, std::move(spec), rp);
+      return rp;
+    },
     [self](create_atom) -> caf::typed_response_promise<session_info> {
       auto& st = self->state;
       auto rp = self->make_response_promise<session_info>();
@@ -252,8 +277,11 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
       if (token != st.running_token)
         return;
       st.running_token = 0;
-      st.last_used = clock_type::now();
-      st.info.last_used_at = wall_now_us();
+      // A probe is no use of the session: its idle time runs on.
+      if (!std::exchange(st.probing, false)) {
+        st.last_used = clock_type::now();
+        st.info.last_used_at = wall_now_us();
+      }
       if (st.current == session_state::phase::stopping) {
         submit_stop(self);
         return;

@@ -99,6 +99,11 @@ struct session_state {
 
   process_table processes;
 
+  /// The running command is a storage probe (no use of the session).
+  bool probing = false;
+  /// The extra mounts of the last command run (a probe keeps them).
+  std::vector<mount_spec> last_mounts;
+
   uint64_t commands_seen = 0;
   clock_type::time_point last_used = clock_type::now();
   bool reap_scheduled = false;

@@ -236,7 +236,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     },
     [self](evict_atom) -> bool {
       auto& st = self->state;
-      bool idle = st.sessions.empty() && st.live.empty() && st.pool_waits.empty()
+      bool idle = st.sessions.empty() && st.live.empty() && st.pool_waits.empty() && st.storage_waiters.empty()
                   && st.admission->evictable();
       if (idle)
         self->quit();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -71,6 +72,8 @@ struct supervisor_state {
   /// when it is done.
   std::unordered_map<uint64_t, std::function<void()>> pool_waits;
   uint64_t next_pool_wait = 1;
+  /// box_get_storage_analysis requests waiting for the one analysis of their placement.
+  std::map<int64_t, std::vector<caf::typed_response_promise<storage_report>>> storage_waiters;
   /// The admission state as last committed to the store.
   std::string persisted;
   /// Set when the workspace's durable state could not be read: it serves nothing.
@@ -183,21 +186,31 @@ skill_actor skill_store(self_ptr self);
 result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root,
                               const mounts_outcome& mounts);
 
-/// Runs `job` on the worker pool, then `next(job())` on this actor (its state is only
-/// touched there). The result stays in memory shared with the job; the message that
-/// wakes the actor carries only a token.
+/// Runs `job` on the worker pool, then `next(std::optional{job()})` on this actor (its
+/// state is only touched there); nullopt when the job threw. The result stays in memory
+/// shared with the job; the message that wakes the actor carries only a token, and is
+/// sent whatever the job did, so no request waits for it forever.
 template <class Job, class Next>
 void on_pool(self_ptr self, Job job, Next next) {
   using out_type = decltype(job());
   auto& st = self->state;
   auto out = std::make_shared<std::optional<out_type>>();
   auto token = st.next_pool_wait++;
-  st.pool_waits.emplace(token, [out, next = std::move(next)]() mutable { next(std::move(**out)); });
+  st.pool_waits.emplace(token, [out, next = std::move(next)]() mutable { next(std::move(*out)); });
   st.args.pool->submit([out, job = std::move(job), to = caf::actor_cast<supervisor_actor>(self), token]() mutable {
-    out->emplace(job());
+    try {
+      out->emplace(job());
+    } catch (const std::exception& e) {
+      spdlog::error("supervisor job failed: {}", e.what());
+    }
     caf::anon_send(to, done_atom_v, token);
   });
 }
+
+/// After an asynchronous step of exec or create (a skill lookup, the mount check): the
+/// request is judged again against the fence and the grant as they are now, so a
+/// newer generation or a lost grant that arrived meanwhile is not outrun.
+box_error recheck_after_wait(self_ptr self, const action_context& ctx);
 
 /// Admission mode only: checks the request's extra mounts against the read-only mount
 /// rules on the worker pool (they touch the filesystem), then calls `next` with the
@@ -219,6 +232,10 @@ void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
     }
     resolve_skill(self, req, [self, rp, req, use](std::string skill_root) mutable {
       admit_mounts(self, req, [self, rp, req, use, skill_root](mounts_outcome mounts) mutable {
+        if (auto err = recheck_after_wait(self, req.ctx)) {
+          rp.deliver(to_caf_error(err));
+          return;
+        }
         auto spec = prepare_spec(self, req, skill_root, mounts);
         if (!spec) {
           rp.deliver(to_caf_error(spec.error()));

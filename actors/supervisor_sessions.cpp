@@ -243,7 +243,19 @@ void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mou
         out.error = admitted.error();
       return out;
     },
-    std::move(next));
+    [next = std::move(next)](std::optional<mounts_outcome> out) mutable {
+      if (!out) {
+        out.emplace();
+        out->error = box_error{ec::box_error, "Managed sandbox read-only mounts could not be checked"};
+      }
+      next(std::move(*out));
+    });
+}
+
+box_error recheck_after_wait(self_ptr self, const action_context& ctx) {
+  if (auto err = self->state.admission->check_generation(ctx.placement_generation))
+    return err;
+  return admission_gate(self, ctx);
 }
 
 void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {

@@ -22,15 +22,17 @@ struct probe_value {
 constexpr const char* sandbox_keys[] = {"session_workspaces", "session_caches", "session_temp"};
 constexpr const char* sandbox_paths[] = {"/workspace", "/root/.cache", "/tmp"};
 
-/// langbot-plugin's probe, run as an exec of the session: one line per key,
-/// "<key>\t<exists>\t<KiB>\t<files>".
+/// langbot-plugin's probe, run in the session while it is idle: one line per key,
+/// "<key>\t<exists>\t<KiB>\t<files>". Each measuring command is cut off after 2 s, so
+/// a tree the tenant made slow to walk costs an error count, never the session (the
+/// probe's own timeout, 15 s, would end it).
 constexpr const char* probe_command = R"(for item in 'session_workspaces|/workspace' 'session_caches|/root/.cache' 'session_temp|/tmp'; do
   key=${item%%|*}
   path=${item#*|}
   if [ -e "$path" ]; then
-    set -- $(du -sk "$path" 2>/dev/null)
+    set -- $(timeout -s KILL 2 du -sk "$path" 2>/dev/null)
     kb=${1:-0}
-    files=$(find "$path" -type f 2>/dev/null | wc -l)
+    files=$(timeout -s KILL 2 find "$path" -type f 2>/dev/null | wc -l)
     printf '%s\t1\t%s\t%s\n' "$key" "$kb" "$files"
   else
     printf '%s\t0\t0\t0\n' "$key"
@@ -46,7 +48,7 @@ std::map<std::string, probe_value> parse_probe(std::string_view out) {
     auto line = out.substr(0, nl);
     out = nl == std::string_view::npos ? std::string_view{} : out.substr(nl + 1);
     std::vector<std::string_view> fields;
-    while (true) {
+    while (fields.size() < 5) {
       auto tab = line.find('\t');
       fields.push_back(line.substr(0, tab));
       if (tab == std::string_view::npos)
@@ -59,7 +61,7 @@ std::map<std::string, probe_value> parse_probe(std::string_view out) {
     for (auto k : sandbox_keys)
       known = known || fields[0] == k;
     auto number = [](std::string_view s, int64_t& v) {
-      if (s.empty() || s.size() > 15)
+      if (s.empty() || s.size() > 12)
         return false;
       v = 0;
       for (char c : s) {
@@ -223,24 +225,41 @@ caf::result<storage_report> storage_analysis(self_ptr self, const action_context
   for (auto& [id, e] : st.sessions)
     if (e.actor && e.generation == ctx.placement_generation)
       targets.push_back(e.actor);
+  // One analysis per placement at a time: requests that arrive meanwhile share it.
+  const auto gen = ctx.placement_generation;
   auto rp = self->make_response_promise<storage_report>();
+  auto& waiting = st.storage_waiters[gen];
+  waiting.push_back(rp);
+  if (waiting.size() > 1)
+    return rp;
+  auto answer = [self, gen](const storage_report& report) {
+    auto& all = self->state.storage_waiters;
+    auto i = all.find(gen);
+    if (i == all.end())
+      return;
+    auto promises = std::move(i->second);
+    all.erase(i);
+    for (auto& p : promises)
+      p.deliver(report);
+  };
   on_pool(
     self, [config = config(self), workspace = tenant_path(self)] { return host_entries(config, workspace); },
-    [self, rp, targets](std::vector<storage_entry> host) mutable {
+    [self, answer, targets](std::optional<std::vector<storage_entry>> host) mutable {
       auto report = std::make_shared<storage_report>();
-      report->directories = std::move(host);
+      if (host)
+        report->directories = std::move(*host);
       report->active_sessions = static_cast<int64_t>(targets.size());
       if (targets.empty()) {
-        rp.deliver(std::move(*report));
+        answer(*report);
         return;
       }
       auto probes = std::make_shared<std::vector<session_probe>>(targets.size());
       auto remaining = std::make_shared<size_t>(targets.size());
-      auto finish = [rp, report, probes, remaining]() mutable {
+      auto finish = [answer, report, probes, remaining]() mutable {
         if (--*remaining > 0)
           return;
         add_sandbox_entries(report->directories, *probes);
-        rp.deliver(std::move(*report));
+        answer(*report);
       };
       box_spec probe;
       probe.cmd = probe_command;
@@ -254,7 +273,7 @@ caf::result<storage_report> storage_analysis(self_ptr self, const action_context
               (*probes)[i].host_mounted = !info.host_path.empty();
               (*probes)[i].has_processes = !info.managed_processes.empty();
               report->managed_processes += static_cast<int64_t>(info.managed_processes.size());
-              self->request(target, control_timeout, exec_atom_v, probe)
+              self->request(target, control_timeout, probe_atom_v, probe)
                 .then(
                   [probes, finish, i](exec_result& r) mutable {
                     if (r.status == exec_status::completed && r.exit_code == 0) {

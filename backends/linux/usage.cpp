@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include "backends/linux/beneath.hpp"
 
@@ -17,8 +18,14 @@ bool vanished(int err) {
   return err == ENOENT || err == ENOTDIR;
 }
 
-/// Adds what is below the open folder `dir` (consumed) to `out`.
-void walk(int dir, tree_usage& out, int depth_left) {
+void add(int64_t& sum, int64_t x) {
+  if (__builtin_add_overflow(sum, x, &sum))
+    sum = INT64_MAX;
+}
+
+/// Adds what is below the open folder `dir` (consumed) to `out`; `budget` is how many
+/// more entries may be looked at.
+void walk(int dir, tree_usage& out, int depth_left, int64_t& budget) {
   DIR* d = ::fdopendir(dir);
   if (!d) {
     ::close(dir);
@@ -31,6 +38,10 @@ void walk(int dir, tree_usage& out, int depth_left) {
     std::string_view name{e->d_name};
     if (name == "." || name == "..")
       continue;
+    if (--budget < 0) {
+      ++out.error_count;
+      break;
+    }
     struct stat st{};
     if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (!vanished(errno))
@@ -39,7 +50,7 @@ void walk(int dir, tree_usage& out, int depth_left) {
       continue;
     }
     if (!S_ISDIR(st.st_mode)) {
-      out.size_bytes += st.st_size;
+      add(out.size_bytes, st.st_size);
       ++out.file_count;
       continue;
     }
@@ -54,7 +65,7 @@ void walk(int dir, tree_usage& out, int depth_left) {
       errno = 0;
       continue;
     }
-    walk(sub, out, depth_left - 1);
+    walk(sub, out, depth_left - 1, budget);
     errno = 0;
   }
   if (errno != 0)
@@ -64,7 +75,7 @@ void walk(int dir, tree_usage& out, int depth_left) {
 
 } // namespace
 
-tree_usage measure_tree(int root, const std::string& rel, int max_depth) {
+tree_usage measure_tree(int root, const std::string& rel, int max_depth, int64_t max_entries) {
   tree_usage out;
   struct stat st{};
   if (!beneath::stat(root, rel, beneath::links::none, st)) {
@@ -84,7 +95,7 @@ tree_usage measure_tree(int root, const std::string& rel, int max_depth) {
       ++out.error_count;
     return out;
   }
-  walk(dir.release(), out, max_depth);
+  walk(dir.release(), out, max_depth, max_entries);
   return out;
 }
 

@@ -17,8 +17,11 @@ struct tree_usage {
 };
 
 /// Usage of `rel` ("" = the root itself) beneath the open folder `root`, resolved with
-/// no symlink at all. Missing: exists false. Not a folder: one file of its size. Folders
-/// deeper than `max_depth` are not entered and count as an error each. Blocking.
-tree_usage measure_tree(int root, const std::string& rel, int max_depth = 256);
+/// no symlink at all. Missing: exists false. Not a folder: one file of its size. Bounded:
+/// folders deeper than `max_depth` (one descriptor open per level) are not entered, and
+/// after `max_entries` entries the walk stops; each cut counts as an error. Sums
+/// saturate. Blocking.
+tree_usage measure_tree(int root, const std::string& rel, int max_depth = 64,
+                        int64_t max_entries = 1'000'000);
 
 } // namespace boxrt

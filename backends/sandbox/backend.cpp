@@ -343,9 +343,10 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
       return make_box_error(ec::box_error, what + " package " + m.host_path + " does not exist");
     auto real = beneath::path_of(source.get());
     // boxd's state is never mounted, but for a skill of its own store (runtime_owned,
-    // set by the supervisor only), and then only from the skill-storage folder.
-    bool own_skill = m.runtime_owned && within(real, opts_.state_dir + "/skills/tenants")
-                     && real != opts_.state_dir + "/skills/tenants";
+    // set by the supervisor only), and then only from this workspace's skill storage.
+    auto tenant = managed_tenant_name(s.spec.host_path);
+    auto storage = tenant.empty() ? std::string{} : skill_storage_dir(tenant);
+    bool own_skill = m.runtime_owned && !storage.empty() && within(real, storage) && real != storage;
     if (!own_skill && (within(real, opts_.state_dir) || within(opts_.state_dir, real)))
       return make_box_error(ec::validation, what + " mount " + m.host_path + " is blocked for security");
     if (m.mode == mount_mode::rw)
@@ -504,7 +505,11 @@ std::string sandbox_backend::skill_storage_dir(const std::string& name) const {
 }
 
 result<backend::skill_storage> sandbox_backend::acquire_skill_storage(const std::string& dir) {
-  if (!unavailable_.empty() || opts_.skills_tenants_dir.empty())
+  // Never a fallback to `dir` while this backend cannot run: that folder may be a
+  // host's own store (the skill store asks again with its next job).
+  if (!unavailable_.empty())
+    return make_box_error(ec::backend_unavailable, "skill storage is unavailable: " + unavailable_);
+  if (opts_.skills_tenants_dir.empty())
     return skill_storage{dir, nullptr};
   fs::path p{dir};
   auto name = p.filename().string();

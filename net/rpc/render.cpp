@@ -90,8 +90,8 @@ std::string storage_json(const storage_report& x) {
   w.begin_object();
   int64_t total = 0;
   for (const auto& d : x.directories)
-    if (d.kind == "root")
-      total += d.size_bytes;
+    if (d.kind == "root" && __builtin_add_overflow(total, d.size_bytes, &total))
+      total = INT64_MAX;
   w.key("size_bytes").value(total);
   w.key("directories").begin_array();
   for (const auto& d : x.directories) {

@@ -349,6 +349,25 @@ BOOST_AUTO_TEST_CASE(idle_non_persistent_sessions_are_reaped_after_their_ttl) {
   BOOST_CHECK_EQUAL(f.backend->start_count(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_storage_analysis_is_no_use_of_a_session) {
+  // Its probe runs in the idle session but does not renew the TTL, nor count as a
+  // command the supervisor forwarded: the session is still reaped on time.
+  core_fixture::options o;
+  o.limits.session_ttl_sec = 1;
+  core_fixture f{o};
+  BOOST_REQUIRE(f.exec("workspace-a", "temp", "echo x").ok());
+  auto report = f.call<storage_report>(storage_atom_v, ctx("workspace-a"));
+  BOOST_REQUIRE(report.ok());
+  BOOST_CHECK_EQUAL(report->active_sessions, 1);
+  auto keys = std::vector<std::string>{};
+  for (auto& d : report->directories)
+    if (d.scope == "sandbox_sessions")
+      keys.push_back(d.key);
+  BOOST_CHECK((keys == std::vector<std::string>{"session_workspaces", "session_caches", "session_temp"}));
+  BOOST_REQUIRE(f.backend->wait_stops(1, 30s));
+  BOOST_CHECK_EQUAL(f.backend->start_count(), 1u);
+}
+
 BOOST_AUTO_TEST_CASE(shutdown_stops_every_session) {
   core_fixture f;
   BOOST_REQUIRE(f.exec("workspace-a", "s1", "echo x").ok());
