@@ -2,14 +2,8 @@
 // protocol (boxd, or LangBot's Python runtime) with N connections, each keeping one
 // request in flight, and prints round trips per second and p50/p99 latency.
 //
-// usage: boxbench [--url ws://HOST:PORT] [--token T] [--instance ID] [--workspace W]
-//                 [--action ping|exec|shared] [--connections N] [--seconds S] [--cmd CMD]
-//                 [--load-cmd CMD] [--load-inflight N]
-//
-// --action shared: one connection, compressed as LangBot's client offers, shared by two
-// workspaces the way LangBot shares it: workspace B execs --cmd one at a time while
-// workspace A keeps --load-inflight execs of --load-cmd (large replies) in flight.
-// Prints B's latency alone, then under A's load.
+// Every reply is parsed as JSON; a round trip counts as an error unless its `code` is 0.
+// Run `boxbench --help` for the options.
 #include <utility>
 #include <algorithm>
 #include <chrono>
@@ -24,6 +18,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include <simdjson.h>
+
 #include "messages/base/json.hpp"
 #include "net/ws/client.hpp"
 
@@ -35,6 +31,23 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
+const char* usage =
+  "usage: boxbench [--url ws://HOST:PORT] [--token T] [--instance ID] [--workspace W]\n"
+  "                [--action ping|exec|shared] [--connections N] [--workspace-per-connection]\n"
+  "                [--seconds S] [--cmd CMD] [--load-cmd CMD] [--load-inflight N] [--json]\n"
+  "\n"
+  "  --action ping     __ping round trips (no workspace)\n"
+  "  --action exec     box_exec of --cmd (default true), session bench-<connection>\n"
+  "  --action shared   one compressed connection shared by two workspaces, as LangBot\n"
+  "                    shares it: B execs --cmd one at a time while A keeps\n"
+  "                    --load-inflight execs of --load-cmd (large replies) in flight;\n"
+  "                    prints B's latency alone, then under A's load\n"
+  "  --connections N   N connections, each with one request in flight (default 1)\n"
+  "  --workspace-per-connection\n"
+  "                    connection i uses workspace <W>-<i> (default: all share <W>)\n"
+  "  --seconds S       measured time after a 0.5 s warm-up (default 3)\n"
+  "  --json            one JSON line of results instead of the text line\n";
+
 struct options {
   std::string url = "ws://127.0.0.1:5410";
   std::string token;
@@ -45,8 +58,24 @@ struct options {
   std::string load_cmd = "bytes 12582912";
   size_t load_inflight = 3;
   size_t connections = 1;
+  bool workspace_per_connection = false;
+  bool json = false;
   double seconds = 3.0;
 };
+
+/// The reply's seq_id and whether its code is 0, read as JSON (never by text search:
+/// servers may write `"code": 0` with a space). seq_id -1 when unreadable.
+std::pair<int64_t, bool> read_reply(simdjson::dom::parser& parser, const std::string& text) {
+  simdjson::dom::element root;
+  if (parser.parse(text).get(root) != simdjson::SUCCESS)
+    return {-1, false};
+  int64_t seq = -1, code = -1;
+  if (root["seq_id"].get_int64().get(seq) != simdjson::SUCCESS)
+    seq = -1;
+  if (root["code"].get_int64().get(code) != simdjson::SUCCESS)
+    code = -1;
+  return {seq, code == 0};
+}
 
 struct stats {
   std::vector<double> latencies_us;
@@ -85,8 +114,10 @@ class bench_conn : public std::enable_shared_from_this<bench_conn> {
   void start(const tcp::resolver::results_type& endpoints, const std::string& host,
              const std::string& path) {
     open_ws(ws_, endpoints, host, path, opts_, false);
+    auto workspace = opts_.workspace_per_connection ? opts_.workspace + "-" + std::to_string(index_)
+                                                    : opts_.workspace;
     std::string ctx = "{\"instance_uuid\":" + boxrt::json::quote(opts_.instance)
-                      + ",\"workspace_uuid\":" + boxrt::json::quote(opts_.workspace) + ",\"placement_generation\":1}";
+                      + ",\"workspace_uuid\":" + boxrt::json::quote(workspace) + ",\"placement_generation\":1}";
     if (opts_.action == "exec")
       body_ = ",\"action\":\"box_exec\",\"data\":{\"session_id\":\"bench-" + std::to_string(index_)
               + "\",\"cmd\":" + boxrt::json::quote(opts_.cmd) + "},\"context\":" + ctx + "}";
@@ -119,7 +150,7 @@ class bench_conn : public std::enable_shared_from_this<bench_conn> {
         return;
       }
       auto text = beast::buffers_to_string(self->buf_.data());
-      if (text.find("\"code\":0") == std::string::npos)
+      if (!read_reply(self->parser_, text).second)
         ++self->stats_.errors;
       self->stats_.latencies_us.push_back(
         std::chrono::duration<double, std::micro>(clock_type::now() - self->sent_at_).count());
@@ -135,6 +166,7 @@ class bench_conn : public std::enable_shared_from_this<bench_conn> {
   std::string body_;
   std::string out_;
   beast::flat_buffer buf_;
+  simdjson::dom::parser parser_;
   int64_t seq_ = 0;
   clock_type::time_point sent_at_;
 };
@@ -175,6 +207,7 @@ class shared_conn : public std::enable_shared_from_this<shared_conn> {
   }
 
   size_t errors() const { return errors_; }
+  void reset_errors() { errors_ = 0; }
 
  private:
   std::string request(int64_t seq, const std::string& ws, const std::string& session,
@@ -234,9 +267,8 @@ class shared_conn : public std::enable_shared_from_this<shared_conn> {
   }
 
   void on_reply(const std::string& text) {
-    // seq_id is the first member of every reply.
-    int64_t seq = std::atoll(text.c_str() + text.find(':') + 1);
-    if (text.find("\"code\":0") == std::string::npos)
+    auto [seq, ok] = read_reply(parser_, text);
+    if (!ok)
       ++errors_;
     if (b_waiting_ && seq == b_seq_) {
       b_waiting_ = false;
@@ -267,6 +299,7 @@ class shared_conn : public std::enable_shared_from_this<shared_conn> {
   clock_type::time_point b_sent_;
   clock_type::time_point stop_at_;
   std::vector<double> b_lat_;
+  simdjson::dom::parser parser_;
   size_t errors_ = 0;
 };
 
@@ -285,6 +318,7 @@ int run_shared(const options& opts, const tcp::resolver::results_type& endpoints
     return 1;
   }
   conn->measure(io, 0.5, false);  // warm-up: sessions start
+  conn->reset_errors();
   auto alone = conn->measure(io, opts.seconds, false);
   auto loaded = conn->measure(io, opts.seconds, true);
   std::printf("shared 1 conn: B alone        p50 %8.1f us  p99 %9.1f us  (%zu samples)\n",
@@ -327,10 +361,18 @@ int main(int argc, char** argv) {
       opts.load_inflight = std::stoul(next());
     else if (a == "--connections")
       opts.connections = std::stoul(next());
+    else if (a == "--workspace-per-connection")
+      opts.workspace_per_connection = true;
+    else if (a == "--json")
+      opts.json = true;
+    else if (a == "-h" || a == "--help") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
     else if (a == "--seconds")
       opts.seconds = std::stod(next());
     else {
-      std::fprintf(stderr, "boxbench: unknown argument %s\n", a.c_str());
+      std::fprintf(stderr, "boxbench: unknown argument %s\n%s", a.c_str(), usage);
       return 2;
     }
   }
@@ -363,6 +405,7 @@ int main(int argc, char** argv) {
     c->run();
   io.run_for(std::chrono::milliseconds{500});
   st.latencies_us.clear();
+  st.errors = 0;
   auto t0 = clock_type::now();
   // Bounded: a server that stops answering cannot hang the benchmark.
   io.run_for(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -371,8 +414,27 @@ int main(int argc, char** argv) {
   auto& lat = st.latencies_us;
   std::sort(lat.begin(), lat.end());
   auto pct = [&](double p) { return lat.empty() ? 0.0 : lat[std::min(lat.size() - 1, size_t(p * lat.size()))]; };
-  std::printf("%-6s %4zu conn: %9.0f round trips/s  p50 %7.1f us  p99 %8.1f us  (%zu samples, %zu errors)\n",
-              opts.action.c_str(), opts.connections, lat.size() / secs, pct(0.50), pct(0.99), lat.size(),
+  const char* workspaces = opts.action == "ping"             ? "none"
+                           : opts.workspace_per_connection ? "per-connection"
+                                                           : "shared";
+  if (opts.json) {
+    boxrt::json::writer w;
+    w.begin_object();
+    w.key("action").value(opts.action);
+    w.key("connections").value(static_cast<int64_t>(opts.connections));
+    w.key("workspaces").value(workspaces);
+    w.key("seconds").value(secs);
+    w.key("round_trips_per_s").value(lat.size() / secs);
+    w.key("p50_us").value(pct(0.50));
+    w.key("p99_us").value(pct(0.99));
+    w.key("samples").value(static_cast<int64_t>(lat.size()));
+    w.key("errors").value(static_cast<int64_t>(st.errors));
+    w.end_object();
+    std::printf("%s\n", w.take().c_str());
+    return 0;
+  }
+  std::printf("%-6s %4zu conn (%s workspace): %9.0f round trips/s  p50 %7.1f us  p99 %8.1f us  (%zu samples, %zu errors)\n",
+              opts.action.c_str(), opts.connections, workspaces, lat.size() / secs, pct(0.50), pct(0.99), lat.size(),
               st.errors);
   return 0;
 }

@@ -23,13 +23,18 @@ const char* usage =
   "commands:\n"
   "  health                      backend health (box_health)\n"
   "  status                      this workspace's status (box_status)\n"
-  "  exec [--session ID] -- CMD  run CMD; prints stdout/stderr, exits with its code\n"
+  "  exec [--session ID] -- CMD  run CMD; prints stdout/stderr, exits with its code.\n"
+  "                              One argument is a shell command line; several are\n"
+  "                              one command and its arguments, each quoted for sh\n"
   "  sessions                    list this workspace's sessions\n"
   "  delete SESSION              delete a session\n"
   "  entitlement put FILE.json   push an entitlement snapshot\n"
   "  grant put FILE.json         push a sandbox admission grant\n"
   "  revoke FILE.json            push a sandbox admission revocation\n"
-  "environment: BOXCTL_URL, LANGBOT_BOX_CONTROL_TOKEN\n";
+  "environment: BOXCTL_URL, BOXCTL_INSTANCE (default for --instance),\n"
+  "             LANGBOT_BOX_CONTROL_TOKEN\n"
+  "boxd trusts the first instance id it sees (unless server.trusted_instance_uuid is\n"
+  "set): every later connection must name the same one, or it is refused with 401.\n";
 
 std::string read_file(const std::string& path) {
   std::ifstream in{path};
@@ -40,12 +45,32 @@ std::string read_file(const std::string& path) {
   return buf.str();
 }
 
-std::string join(const std::vector<std::string>& parts) {
+/// `word` as one sh word: bare when only safe characters, else in single quotes.
+std::string sh_quote(const std::string& word) {
+  static constexpr std::string_view safe =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_";
+  if (!word.empty() && word.find_first_not_of(safe) == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+/// The command line of `exec -- ARGS...`: one argument is already a shell command line;
+/// several are a command and its arguments, each quoted so sh sees them unchanged.
+std::string command_line(const std::vector<std::string>& args) {
+  if (args.size() == 1)
+    return args[0];
   std::string out;
-  for (auto& p : parts) {
+  for (auto& a : args) {
     if (!out.empty())
       out += ' ';
-    out += p;
+    out += sh_quote(a);
   }
   return out;
 }
@@ -64,6 +89,8 @@ int main(int argc, char** argv) {
     opts.url = url;
   if (auto token = std::getenv("LANGBOT_BOX_CONTROL_TOKEN"))
     opts.token = token;
+  if (auto instance = std::getenv("BOXCTL_INSTANCE"); instance && *instance)
+    opts.instance = instance;
   std::string workspace = "default";
   int64_t generation = 1;
   size_t i = 0;
@@ -150,7 +177,7 @@ int main(int argc, char** argv) {
       if (cmd.empty())
         return fail("boxctl: exec [--session ID] -- CMD...");
       auto r = client.call("box_exec",
-                           "{\"session_id\":" + json::quote(session) + ",\"cmd\":" + json::quote(join(cmd))
+                           "{\"session_id\":" + json::quote(session) + ",\"cmd\":" + json::quote(command_line(cmd))
                              + "}",
                            context);
       if (r.code != 0)
@@ -164,10 +191,11 @@ int main(int argc, char** argv) {
       if (data["stdout"].get_string().get(out)) {}
       if (data["stderr"].get_string().get(err)) {}
       if (data["status"].get_string().get(status)) {}
+      // As the command wrote it, ending with a newline.
       if (!out.empty())
-        std::cout << out << "\n";
+        std::cout << out << (out.back() == '\n' ? "" : "\n");
       if (!err.empty())
-        std::cerr << err << "\n";
+        std::cerr << err << (err.back() == '\n' ? "" : "\n");
       if (status == "timed_out")
         return 124;
       int64_t code = 0;

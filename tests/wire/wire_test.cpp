@@ -576,4 +576,32 @@ BOOST_AUTO_TEST_CASE(boxctl_prints_results_and_exits_with_the_command_code) {
   BOOST_CHECK(out5.find("401") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(boxctl_exec_keeps_each_argument_whole) {
+  // Several arguments after `--` are one command and its arguments, quoted for sh; one
+  // argument is a shell command line. A real shell runs them (the process backend).
+  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})", token_config};
+  // The instance comes from BOXCTL_INSTANCE when --instance is not given.
+  auto base = "BOXCTL_INSTANCE=instance-a " + std::filesystem::path{boxd_path()}.parent_path().string()
+              + "/boxctl --url " + boxd.url() + " --token " + token + " --workspace w ";
+  auto run = [&](const std::string& args) {
+    std::string out;
+    FILE* p = ::popen((base + args + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+      out.append(buf, n);
+    int st = ::pclose(p);
+    return std::pair{WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  };
+  auto [rc, out] = run(R"(exec -- python3 -c 'print(1)')");
+  BOOST_CHECK_EQUAL(rc, 0);
+  BOOST_CHECK_EQUAL(out, "1\n");
+  auto [rc2, out2] = run(R"(exec -- printf '%s|' "a b" "it's" '$HOME' '')");
+  BOOST_CHECK_EQUAL(rc2, 0);
+  BOOST_CHECK_EQUAL(out2, "a b|it's|$HOME||\n");
+  auto [rc3, out3] = run(R"(exec -- 'echo x | tr x y')");
+  BOOST_CHECK_EQUAL(rc3, 0);
+  BOOST_CHECK_EQUAL(out3, "y\n");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
