@@ -5,6 +5,7 @@
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
 #include "backends/mount_policy.hpp"
+#include "messages/base/log.hpp"
 
 namespace boxrt {
 
@@ -20,9 +21,14 @@ namespace {
 
 using namespace session_detail;
 
+int64_t ms_since(clock_type::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t).count();
+}
+
 void submit_start(self_ptr self) {
   auto& st = self->state;
   st.current = session_state::phase::starting;
+  st.start_requested = clock_type::now();
   auto job = [box = st.box, backend = st.args.backend, spec = st.args.spec, local = st.args.local] {
     start_outcome out;
     if (auto err = check_spec_mounts(spec, local)) {
@@ -251,8 +257,12 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         return;
       }
       if (out.error) {
-        spdlog::warn("session {}: backend start failed: {}", st.args.physical_id,
-                     out.error.message);
+        logs::event(logs::level::warn, "session_start_failed",
+                    {{"ws", st.args.workspace_ns},
+                     {"session", st.args.physical_id},
+                     {"backend", st.info.backend_name},
+                     {"duration_ms", ms_since(st.start_requested)},
+                     {"error", out.error.to_wire()}});
         // The error goes to every waiting caller; the supervisor forgets us.
         self->send(st.args.supervisor, closing_atom_v,
                    st.args.physical_id);
@@ -263,6 +273,12 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         return;
       }
       st.info.backend_session_id = out.backend_session_id;
+      st.started_at = clock_type::now();
+      logs::event(logs::level::info, "session_start",
+                  {{"ws", st.args.workspace_ns},
+                   {"session", st.args.physical_id},
+                   {"backend", st.info.backend_name},
+                   {"duration_ms", ms_since(st.start_requested)}});
       st.current = session_state::phase::ready;
       st.last_used = clock_type::now();
       for (auto& w : st.create_waiters)
@@ -309,6 +325,13 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
     },
     [self](stopped_atom) {
       auto& st = self->state;
+      if (st.started_at != clock_type::time_point{})
+        logs::event(logs::level::info, "session_stop",
+                    {{"ws", st.args.workspace_ns},
+                     {"session", st.args.physical_id},
+                     {"backend", st.info.backend_name},
+                     {"lifetime_ms", ms_since(st.started_at)},
+                     {"reason", st.stop_reason ? st.stop_reason.to_wire() : std::string{}}});
       st.box->handle.reset();
       if (st.timed_out_result && st.running_rp) {
         st.running_rp->deliver(std::move(*st.timed_out_result));

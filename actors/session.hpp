@@ -19,6 +19,7 @@ struct session_args {
   supervisor_actor supervisor;  // receives closing/idle reports
   std::string physical_id;
   std::string logical_id;
+  std::string workspace_ns;   // ws-<24 hex>, for the log
   box_spec spec;              // the spec of the first use (session_id = physical id)
   exec_limits limits;
   int64_t ttl_sec = 300;      // non-persistent sessions only; 0 disables the TTL

@@ -105,6 +105,9 @@ struct session_state {
   std::vector<mount_spec> last_mounts;
 
   uint64_t commands_seen = 0;
+  /// When the sandbox was asked for and when it was ready (the log's durations).
+  clock_type::time_point start_requested = clock_type::now();
+  clock_type::time_point started_at{};
   clock_type::time_point last_used = clock_type::now();
   bool reap_scheduled = false;
 };

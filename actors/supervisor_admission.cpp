@@ -203,6 +203,18 @@ box_error pre_gate(self_ptr self, const action_context& ctx, const payload_facts
 }
 
 box_error admission_gate(self_ptr self, const action_context& ctx) {
+  if (!admission_mode(self))
+    return {};
+  auto err = admission_check(self, ctx);
+  logs::event(logs::level::info, "admission",
+              {{"ws", self->state.admission->box_ns()},
+               {"generation", ctx.placement_generation},
+               {"decision", err ? "refuse" : "admit"},
+               {"reason", err ? err.to_wire() : std::string{"grant"}}});
+  return err;
+}
+
+box_error admission_check(self_ptr self, const action_context& ctx) {
   auto& st = self->state;
   auto& adm = *st.admission;
   if (!admission_mode(self))

@@ -22,6 +22,7 @@
 #include "backends/mount_policy.hpp"
 #include "backends/registry.hpp"
 #include "backends/skills/skill_actions.hpp"
+#include "messages/base/log.hpp"
 #include "messages/base/pytext.hpp"
 #include "messages/base/json.hpp"
 #include "messages/tenancy.hpp"
@@ -148,8 +149,12 @@ box_error persist(self_ptr self);
 box_error pre_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
                    const box_error& decode_error);
 
-/// For sandbox actions in admission mode: entitlement, readiness and grant.
+/// For sandbox actions in admission mode: entitlement, readiness and grant. Logs one
+/// `admission` event per decision (workspace namespace, generation, decision, reason).
 box_error admission_gate(self_ptr self, const action_context& ctx);
+
+/// admission_gate without its log line (a second look at the same request).
+box_error admission_check(self_ptr self, const action_context& ctx);
 
 /// The whole gate for actions that do not start sessions: the fence advances without
 /// waiting for the retired sessions to stop.

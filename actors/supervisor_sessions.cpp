@@ -157,6 +157,7 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
           return;
         }
         a.pool = st.args.pool;
+        a.workspace_ns = st.admission->box_ns();
         a.supervisor = caf::actor_cast<supervisor_actor>(self);
         a.physical_id = id;
         a.logical_id = logical;
@@ -255,7 +256,7 @@ void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mou
 box_error recheck_after_wait(self_ptr self, const action_context& ctx) {
   if (auto err = self->state.admission->check_generation(ctx.placement_generation))
     return err;
-  return admission_gate(self, ctx);
+  return admission_check(self, ctx);
 }
 
 void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {

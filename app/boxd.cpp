@@ -24,6 +24,7 @@
 #include "backends/mount_policy.hpp"
 #include "backends/sandbox/sandbox.hpp"
 #include "backends/registry.hpp"
+#include "messages/base/log.hpp"
 #include "messages/base/pytext.hpp"
 #include "net/ws/server.hpp"
 
@@ -111,6 +112,15 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
 
+  std::vector<std::string> args{argv + 1, argv + argc};
+  auto loaded = load_boxd_config(args, +[](const char* n) { return getenv_or_empty(n); });
+  if (!loaded) {
+    spdlog::critical("boxd: {}", loaded.error().message);
+    return 2;
+  }
+  auto cfg = std::move(loaded.value());
+  logs::use_json(cfg.server.log_json);
+
   // Service managers give a soft descriptor limit of 1024 and a higher hard one: every
   // connection, sandbox, pipe and quota image needs descriptors, so take the hard limit.
   if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
@@ -123,13 +133,6 @@ int main(int argc, char** argv) {
                    std::strerror(errno));
   }
 
-  std::vector<std::string> args{argv + 1, argv + argc};
-  auto loaded = load_boxd_config(args, +[](const char* n) { return getenv_or_empty(n); });
-  if (!loaded) {
-    spdlog::critical("boxd: {}", loaded.error().message);
-    return 2;
-  }
-  auto cfg = std::move(loaded.value());
   for (auto& w : cfg.warnings)
     spdlog::warn("{}", w);
   cfg.box.local = resolve_local(cfg.box.local);

@@ -170,6 +170,12 @@ box_error apply_server(element section, net::server_options& out) {
     if (v.get_bool().get(out.compression) != simdjson::SUCCESS)
       return config_error("server.compression must be a boolean");
   }
+  if (element v; obj["log_format"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+    std::string_view format;
+    if (v.get_string().get(format) != simdjson::SUCCESS || (format != "text" && format != "json"))
+      return config_error("server.log_format must be \"text\" or \"json\"");
+    out.log_json = format == "json";
+  }
   if (element v; obj["testing"].get(v) == simdjson::SUCCESS && !v.is_null()) {
     if (v.get_bool().get(out.testing) != simdjson::SUCCESS)
       return config_error("server.testing must be a boolean");

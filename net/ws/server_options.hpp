@@ -49,6 +49,8 @@ struct server_options {
   int64_t host_gid = -1;
   /// Test-only: lets the scripted backend make admission mode ready. Never in production.
   bool testing = false;
+  /// server.log_format: every log line as one JSON object ("json") or text ("text").
+  bool log_json = false;
 };
 
 /// Validates options that make the server refuse to start (non-loopback host without a

@@ -47,6 +47,21 @@ BOOST_AUTO_TEST_CASE(io_threads_and_spin_have_defaults_and_are_read) {
   BOOST_CHECK_EQUAL(c->server.io_spin_us, 0u);
 }
 
+BOOST_AUTO_TEST_CASE(log_format_is_text_by_default_and_json_on_request) {
+  BOOST_CHECK(!boxrt::default_boxd_config().server.log_json);
+  auto json = load(R"({"log_format": "json"})");
+  BOOST_REQUIRE(json);
+  BOOST_CHECK(json->server.log_json);
+  auto text = load(R"({"log_format": "text"})");
+  BOOST_REQUIRE(text);
+  BOOST_CHECK(!text->server.log_json);
+  for (auto bad : {R"({"log_format": "xml"})", R"({"log_format": 1})"}) {
+    auto r = load(bad);
+    BOOST_REQUIRE(!r);
+    BOOST_CHECK_NE(r.error().message.find("server.log_format must be \"text\" or \"json\""), std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(relay_attach_wait_has_a_default_and_is_read) {
   BOOST_CHECK_EQUAL(boxrt::default_boxd_config().server.relay_attach_wait_ms, 30000u);
   auto c = load(R"({"relay_attach_wait_ms": 250})");

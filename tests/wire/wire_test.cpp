@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <simdjson.h>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -379,6 +380,62 @@ void scenario_ac04_cloud_skills(const std::string& box) {
 }
 
 } // namespace
+
+BOOST_AUTO_TEST_SUITE(wire_logs)
+
+BOOST_AUTO_TEST_CASE(json_logs_carry_admission_decisions_and_session_lifetimes) {
+  // server.log_format "json": every line is one JSON object; an admission decision and
+  // a session's start and stop are events with the workspace namespace, the session,
+  // the backend and a duration.
+  boxd_process boxd{admission_box, server_for("scripted") + R"(, "log_format": "json")"};
+  auto c = connect(boxd);
+  auto refused = c.call("box_exec", R"({"session_id":"global","cmd":"echo x"})", ctx("workspace-a"));
+  BOOST_REQUIRE_EQUAL(refused.code, 1);
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 1, true)).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"global","cmd":"echo x"})", ctx("workspace-a")).code, 0);
+  // Entitlement loss stops the session before the reply: its stop is logged by then.
+  BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("workspace-a", 2, false)).code, 0);
+  std::ifstream in{boxd.dir() / "boxd.log"};
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line))
+    lines.push_back(line);
+  simdjson::dom::parser p;
+  std::vector<std::string> seen;
+  std::string admit_ws, refuse_reason, start_session, stop_session;
+  for (auto& l : lines) {
+    simdjson::dom::element e;
+    BOOST_REQUIRE_MESSAGE(p.parse(l).get(e) == simdjson::SUCCESS, "not JSON: " << l);
+    BOOST_CHECK(!std::string_view{e["time"].get_string().value()}.empty());
+    BOOST_CHECK(!std::string_view{e["level"].get_string().value()}.empty());
+    std::string_view event;
+    if (e["event"].get_string().get(event) != simdjson::SUCCESS) {
+      BOOST_CHECK(e["msg"].is_string());
+      continue;
+    }
+    seen.emplace_back(event);
+    if (event == "admission" && str(e, "decision") == "admit")
+      admit_ws = str(e, "ws");
+    if (event == "admission" && str(e, "decision") == "refuse")
+      refuse_reason = str(e, "reason");
+    if (event == "session_start") {
+      start_session = str(e, "session");
+      BOOST_CHECK_EQUAL(str(e, "backend"), "scripted");
+      BOOST_CHECK(num(e, "duration_ms") >= 0);
+    }
+    if (event == "session_stop") {
+      stop_session = str(e, "session");
+      BOOST_CHECK(num(e, "lifetime_ms") >= 0);
+      BOOST_CHECK(!str(e, "reason").empty());
+    }
+  }
+  BOOST_CHECK_EQUAL(refuse_reason, refused.message);
+  BOOST_CHECK(admit_ws.starts_with("ws-"));
+  BOOST_CHECK(start_session.starts_with(admit_ws));
+  BOOST_CHECK_EQUAL(stop_session, start_session);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(wire_admission)
 
