@@ -226,13 +226,8 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     },
     [self](settings_atom, instance_settings& s) { self->state.args.settings = std::move(s); },
     [self](done_atom, uint64_t token) {
-      auto& waits = self->state.pool_waits;
-      auto i = waits.find(token);
-      if (i == waits.end())
-        return;
-      auto next = std::move(i->second);
-      waits.erase(i);
-      next();
+      if (auto next = take(self->state.pool_waits, token))
+        (*next)();
     },
     [self](evict_atom) -> bool {
       auto& st = self->state;

@@ -191,6 +191,17 @@ skill_actor skill_store(self_ptr self);
 result<box_spec> prepare_spec(self_ptr self, const exec_request& req, const std::string& skill_root,
                               const mounts_outcome& mounts);
 
+/// Removes the entry `key` of `map` and returns its value; nullopt when there is none.
+template <class Map, class Key>
+std::optional<typename Map::mapped_type> take(Map& map, const Key& key) {
+  auto i = map.find(key);
+  if (i == map.end())
+    return std::nullopt;
+  auto value = std::move(i->second);
+  map.erase(i);
+  return value;
+}
+
 /// Runs `job` on the worker pool, then `next(std::optional{job()})` on this actor (its
 /// state is only touched there); nullopt when the job threw. The result stays in memory
 /// shared with the job; the message that wakes the actor carries only a token, and is

@@ -233,14 +233,9 @@ caf::result<storage_report> storage_analysis(self_ptr self, const action_context
   if (waiting.size() > 1)
     return rp;
   auto answer = [self, gen](const storage_report& report) {
-    auto& all = self->state.storage_waiters;
-    auto i = all.find(gen);
-    if (i == all.end())
-      return;
-    auto promises = std::move(i->second);
-    all.erase(i);
-    for (auto& p : promises)
-      p.deliver(report);
+    if (auto promises = take(self->state.storage_waiters, gen))
+      for (auto& p : *promises)
+        p.deliver(report);
   };
   on_pool(
     self, [config = config(self), workspace = tenant_path(self)] { return host_entries(config, workspace); },
