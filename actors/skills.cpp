@@ -39,7 +39,6 @@ struct skill_state {
     backend_ptr backend;
     std::string root;
     std::shared_ptr<void> storage;
-    bool storage_ready = false;
   };
   std::shared_ptr<shared> work;
   std::shared_ptr<worker_pool> pool;
@@ -64,7 +63,7 @@ void run_next(self_ptr self) {
   auto run = [work = st.work, job = std::move(next.job), resolve = std::move(next.resolve)] {
     skill_outcome out;
     try {
-      if (!work->storage_ready) {
+      if (!work->store) {
         auto storage = work->backend ? work->backend->acquire_skill_storage(work->root)
                                      : backend::skill_storage{work->root, nullptr};
         if (!storage) {
@@ -75,7 +74,6 @@ void run_next(self_ptr self) {
         }
         work->store = std::make_shared<skills::store>(storage->root);
         work->storage = std::move(storage->hold);
-        work->storage_ready = true;
       }
       auto r = resolve.empty() ? run_skill_action(*work->store, job)
                                : work->store->resolve_package_root(resolve);

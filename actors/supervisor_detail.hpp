@@ -225,8 +225,9 @@ void on_pool(self_ptr self, Job job, Next next) {
 
 /// After an asynchronous step of exec or create (a skill lookup, the mount check): the
 /// request is judged again against the fence and the grant as they are now, so a
-/// newer generation or a lost grant that arrived meanwhile is not outrun.
-box_error recheck_after_wait(self_ptr self, const action_context& ctx);
+/// newer generation or a lost grant that arrived meanwhile is not outrun. A request
+/// that took no such step (all of standard mode) is not judged twice.
+box_error recheck_after_wait(self_ptr self, const exec_request& req);
 
 /// Admission mode only: checks the request's extra mounts against the read-only mount
 /// rules on the worker pool (they touch the filesystem), then calls `next` with the
@@ -248,7 +249,7 @@ void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
     }
     resolve_skill(self, req, [self, rp, req, use](std::string skill_root) mutable {
       admit_mounts(self, req, [self, rp, req, use, skill_root](mounts_outcome mounts) mutable {
-        if (auto err = recheck_after_wait(self, req.ctx)) {
+        if (auto err = recheck_after_wait(self, req)) {
           rp.deliver(to_caf_error(err));
           return;
         }

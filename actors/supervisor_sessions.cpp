@@ -253,10 +253,16 @@ void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mou
     });
 }
 
-box_error recheck_after_wait(self_ptr self, const action_context& ctx) {
-  if (auto err = self->state.admission->check_generation(ctx.placement_generation))
+box_error recheck_after_wait(self_ptr self, const exec_request& req) {
+  // resolve_skill and admit_mounts wait only in admission mode, for a skill name or
+  // extra mounts.
+  bool waited = admission_mode(self)
+                && (!py::strip(req.spec.skill_name).empty() || !req.spec.extra_mounts.empty());
+  if (!waited)
+    return {};
+  if (auto err = self->state.admission->check_generation(req.ctx.placement_generation))
     return err;
-  return admission_check(self, ctx);
+  return admission_check(self, req.ctx);
 }
 
 void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {

@@ -5,6 +5,9 @@
 
 #include <fcntl.h>
 
+#include <charconv>
+#include <filesystem>
+
 #include "backends/linux/beneath.hpp"
 #include "backends/linux/usage.hpp"
 
@@ -60,15 +63,13 @@ std::map<std::string, probe_value> parse_probe(std::string_view out) {
     bool known = false;
     for (auto k : sandbox_keys)
       known = known || fields[0] == k;
+    // At most 12 digits, nothing else: sums over sessions cannot overflow.
     auto number = [](std::string_view s, int64_t& v) {
-      if (s.empty() || s.size() > 12)
+      uint64_t n = 0;
+      auto [end, errc] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (s.empty() || s.size() > 12 || errc != std::errc{} || end != s.data() + s.size())
         return false;
-      v = 0;
-      for (char c : s) {
-        if (c < '0' || c > '9')
-          return false;
-        v = v * 10 + (c - '0');
-      }
+      v = static_cast<int64_t>(n);
       return true;
     };
     int64_t kb = 0, files = 0;
@@ -81,13 +82,12 @@ std::map<std::string, probe_value> parse_probe(std::string_view out) {
 
 /// The workspace's host folders (the reference's `runtime_host` entries), when the
 /// managed workspace root is usable. Blocking: worker pool.
-std::vector<storage_entry> host_entries(const box_config& config, const std::string& workspace) {
+std::vector<storage_entry> host_entries(const box_config& config, const std::string& ns) {
   std::vector<storage_entry> out;
-  if (!check_managed_workspace_root(config).empty() || workspace.empty())
+  if (!check_managed_workspace_root(config).empty())
     return out;
-  auto tenants = config.local.default_workspace + "/tenants";
-  auto root = beneath::open_trusted(tenants, O_PATH | O_DIRECTORY);
-  const std::string ns = workspace.substr(workspace.rfind('/') + 1);
+  const auto workspace = tenant_workspace_path(config, ns);
+  auto root = beneath::open_trusted(std::filesystem::path{workspace}.parent_path().string(), O_PATH | O_DIRECTORY);
   struct item {
     const char* key;
     const char* sub;
@@ -238,7 +238,7 @@ caf::result<storage_report> storage_analysis(self_ptr self, const action_context
         p.deliver(report);
   };
   on_pool(
-    self, [config = config(self), workspace = tenant_path(self)] { return host_entries(config, workspace); },
+    self, [config = config(self), ns = st.admission->box_ns()] { return host_entries(config, ns); },
     [self, answer, targets](std::optional<std::vector<storage_entry>> host) mutable {
       auto report = std::make_shared<storage_report>();
       if (host)

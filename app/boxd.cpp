@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
   auto logger = spdlog::stderr_color_mt("boxd");
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  logs::use_json(false);  // text until the config says otherwise
 
   std::vector<std::string> args{argv + 1, argv + argc};
   auto loaded = load_boxd_config(args, +[](const char* n) { return getenv_or_empty(n); });

@@ -335,6 +335,10 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
     unmount_from_view(s, view, it->first);
     it = view.mounted.erase(it);
   }
+  // boxd's state is never mounted, but for a skill of its own store (runtime_owned, set
+  // by the supervisor only), and then only from this workspace's skill storage.
+  const auto tenant = managed_tenant_name(s.spec.host_path);
+  const auto own_storage = tenant.empty() ? std::string{} : skill_storage_dir(tenant);
   for (auto& [name, m] : want) {
     if (view.mounted.contains(name))
       continue;
@@ -342,11 +346,7 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
     if (!source)
       return make_box_error(ec::box_error, what + " package " + m.host_path + " does not exist");
     auto real = beneath::path_of(source.get());
-    // boxd's state is never mounted, but for a skill of its own store (runtime_owned,
-    // set by the supervisor only), and then only from this workspace's skill storage.
-    auto tenant = managed_tenant_name(s.spec.host_path);
-    auto storage = tenant.empty() ? std::string{} : skill_storage_dir(tenant);
-    bool own_skill = m.runtime_owned && !storage.empty() && within(real, storage) && real != storage;
+    bool own_skill = m.runtime_owned && !own_storage.empty() && within(real, own_storage) && real != own_storage;
     if (!own_skill && (within(real, opts_.state_dir) || within(opts_.state_dir, real)))
       return make_box_error(ec::validation, what + " mount " + m.host_path + " is blocked for security");
     if (m.mode == mount_mode::rw)
