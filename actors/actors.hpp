@@ -22,6 +22,11 @@ using session_actor = caf::typed_actor<
   caf::replies_to<create_atom>::with<session_info>,
   // Current info, answered at once.
   caf::replies_to<caf::get_atom>::with<session_info>,
+  // What the session uses now (cgroup CPU and memory, quota image bytes), read on the
+  // worker pool; -1 where unknown (no sandbox yet, or no such accounting).
+  caf::replies_to<stats_atom>::with<session_stats>,
+  // Worker pool: the usage reading with this token finished.
+  caf::reacts_to<stats_atom, uint64_t, session_stats>,
   // Stops now: interrupts a running command, fails queued ones with the error, stops
   // the backend session, then replies and quits.
   caf::replies_to<stop_atom, box_error>::with<bool>,

@@ -1,5 +1,6 @@
 #include "actors/directory.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <list>
@@ -158,6 +159,8 @@ box_error check_instance(self_ptr self, const std::string& instance) {
   return {};
 }
 
+bool evict_one(self_ptr self);
+
 void mark_idle(self_ptr self, const std::string& ws, bool idle) {
   auto& st = self->state;
   if (auto i = st.idle_pos.find(ws); i != st.idle_pos.end()) {
@@ -167,6 +170,10 @@ void mark_idle(self_ptr self, const std::string& ws, bool idle) {
   if (idle) {
     st.idle.push_back(ws);
     st.idle_pos.emplace(ws, std::prev(st.idle.end()));
+    // Idle supervisors hold nothing worth keeping: past the cache's size they go.
+    auto keep = static_cast<size_t>(std::max<int64_t>(0, st.settings.config.limits.max_idle_workspaces));
+    while (st.idle.size() > keep && evict_one(self)) {
+    }
   }
 }
 

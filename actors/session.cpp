@@ -27,7 +27,7 @@ int64_t ms_since(clock_type::time_point t) {
 
 void submit_start(self_ptr self) {
   auto& st = self->state;
-  st.current = session_state::phase::starting;
+  st.enter(session_state::phase::starting);
   st.start_requested = clock_type::now();
   auto job = [box = st.box, backend = st.args.backend, spec = st.args.spec, local = st.args.local] {
     start_outcome out;
@@ -118,7 +118,7 @@ void run_next(self_ptr self) {
 
 void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp) {
   auto& st = self->state;
-  st.current = session_state::phase::running;
+  st.enter(session_state::phase::running);
   st.running_token = st.next_token++;
   st.running_rp = std::move(rp);
   auto job = [box = st.box, backend = st.args.backend, limits = st.args.limits,
@@ -159,7 +159,7 @@ void begin_stop(self_ptr self, box_error reason) {
   if (st.current == session_state::phase::stopping)
     return;
   auto previous = st.current;
-  st.current = session_state::phase::stopping;
+  st.enter(session_state::phase::stopping);
   st.stop_reason = std::move(reason);
   fail_pending(self, st.stop_reason);
   if (previous == session_state::phase::running) {
@@ -184,6 +184,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
   st.info = session_info_from_spec(st.args.spec);
   st.info.session_id = st.args.logical_id;
   st.info.backend_name = st.args.backend->name();
+  st.count_in(st.info.backend_name);
   st.info.created_at = wall_now_us();
   st.info.last_used_at = st.info.created_at;
   // The relays this session monitors (attached or waiting): an ended one lets go.
@@ -203,6 +204,40 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
       st.queue.push_back({std::move(spec), rp, std::move(requester)});
       run_next(self);
       return rp;
+    },
+    [self](stats_atom) -> caf::typed_response_promise<session_stats> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<session_stats>();
+      session_stats out;
+      out.session_id = st.args.logical_id;
+      out.backend_name = st.info.backend_name;
+      // The handle is only replaced by a start job: while ready or running it is stable,
+      // and the backend reads usage safely beside a running command.
+      auto ready = st.current == session_state::phase::ready
+                   || st.current == session_state::phase::running;
+      if (!ready || !st.box->handle) {
+        rp.deliver(std::move(out));
+        return rp;
+      }
+      auto token = st.next_token++;
+      st.stats_waiters.emplace(token, rp);
+      auto job = [handle = st.box->handle, backend = st.args.backend, out]() mutable {
+        auto u = backend->session_usage(*handle);
+        out.cpu_usec = u.cpu_usec;
+        out.memory_bytes = u.memory_bytes;
+        out.workspace_bytes = u.workspace_bytes;
+        return out;
+      };
+      pool_job(*st.args.pool, caf::actor_cast<session_actor>(self), std::move(job), stats_atom_v,
+               token);
+      return rp;
+    },
+    [self](stats_atom, uint64_t token, session_stats& out) {
+      auto& waiters = self->state.stats_waiters;
+      if (auto i = waiters.find(token); i != waiters.end()) {
+        i->second.deliver(std::move(out));
+        waiters.erase(i);
+      }
     },
     [self](probe_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
       auto& st = self->state;
@@ -257,6 +292,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         return;
       }
       if (out.error) {
+        metrics::boxd().session_starts.with({st.info.backend_name, "error"}).inc();
         logs::event(logs::level::warn, "session_start_failed",
                     {{"ws", st.args.workspace_ns},
                      {"session", st.args.physical_id},
@@ -266,7 +302,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         // The error goes to every waiting caller; the supervisor forgets us.
         self->send(st.args.supervisor, closing_atom_v,
                    st.args.physical_id);
-        st.current = session_state::phase::stopping;
+        st.enter(session_state::phase::stopping);
         st.stop_reason = out.error;
         fail_pending(self, out.error);
         submit_stop(self);
@@ -274,12 +310,13 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
       }
       st.info.backend_session_id = out.backend_session_id;
       st.started_at = clock_type::now();
+      metrics::boxd().session_starts.with({st.info.backend_name, "ok"}).inc();
       logs::event(logs::level::info, "session_start",
                   {{"ws", st.args.workspace_ns},
                    {"session", st.args.physical_id},
                    {"backend", st.info.backend_name},
                    {"duration_ms", ms_since(st.start_requested)}});
-      st.current = session_state::phase::ready;
+      st.enter(session_state::phase::ready);
       st.last_used = clock_type::now();
       for (auto& w : st.create_waiters)
         w.deliver(st.info);
@@ -308,6 +345,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
       } else {
         out.result.session_id = st.args.logical_id;
         if (out.result.status == exec_status::timed_out) {
+          metrics::boxd().exec_timeouts.inc();
           // As the reference does: a timed-out command ends its session, and the
           // result is returned once the sandbox is gone.
           st.timed_out_result = std::move(out.result);
@@ -320,7 +358,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         st.running_rp->deliver(std::move(out.result));
         st.running_rp.reset();
       }
-      st.current = session_state::phase::ready;
+      st.enter(session_state::phase::ready);
       run_next(self);
     },
     [self](stopped_atom) {

@@ -4,6 +4,7 @@
 
 #include "actors/session.hpp"
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include <caf/all.hpp>
 
+#include "messages/base/metrics.hpp"
 #include "messages/time.hpp"
 
 namespace boxrt::session_detail {
@@ -70,10 +72,33 @@ struct session_state {
 
   enum class phase { starting, ready, running, stopping };
 
+  ~session_state() {
+    if (phase_gauges[0] != nullptr)
+      phase_gauges[static_cast<size_t>(current)]->add(-1);
+  }
+
+  /// Moves to `p`, keeping boxd_sessions{state,backend} in step.
+  void enter(phase p) {
+    if (phase_gauges[0] != nullptr) {
+      phase_gauges[static_cast<size_t>(current)]->add(-1);
+      phase_gauges[static_cast<size_t>(p)]->add(1);
+    }
+    current = p;
+  }
+
+  /// Starts counting this session in boxd_sessions (once its backend is known).
+  void count_in(const std::string& backend) {
+    static constexpr const char* names[] = {"starting", "idle", "running", "stopping"};
+    for (size_t i = 0; i < phase_gauges.size(); ++i)
+      phase_gauges[i] = &metrics::boxd().sessions.with({names[i], backend});
+    phase_gauges[static_cast<size_t>(current)]->add(1);
+  }
+
   session_args args;
   std::shared_ptr<backend_box> box = std::make_shared<backend_box>();
   session_info info;
   phase current = phase::starting;
+  std::array<metrics::gauge*, 4> phase_gauges{};
 
   struct queued_exec {
     box_spec spec;
@@ -98,6 +123,9 @@ struct session_state {
   bool stop_submitted = false;
 
   process_table processes;
+
+  /// box_status usage readings on the worker pool, by token.
+  std::map<uint64_t, caf::typed_response_promise<session_stats>> stats_waiters;
 
   /// The running command is a storage probe (no use of the session).
   bool probing = false;

@@ -196,6 +196,9 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         return to_caf_error(saved);
       }
       arm_expiry(self);
+      // An entitlement that withdraws the sandbox is a revocation.
+      if (outcome->effect == session_effect::stop_all)
+        metrics::boxd().revocations.inc();
       return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
     },
     [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
@@ -221,6 +224,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       auto outcome = self->state.admission->revoke(rev, config(self));
       if (!outcome)
         return to_caf_error(outcome.error());
+      metrics::boxd().revocations.inc();
       auto saved = persist(self);
       return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
     },
@@ -232,9 +236,11 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](evict_atom) -> bool {
       auto& st = self->state;
       bool idle = st.sessions.empty() && st.live.empty() && st.pool_waits.empty() && st.storage_waiters.empty()
-                  && st.admission->evictable();
+                  && st.status_waits == 0 && st.admission->evictable();
       if (idle)
         self->quit();
+      else
+        st.reported_idle = false; // the directory forgot it: the next report is news
       return idle;
     },
     [self](closing_atom, std::string& id) {

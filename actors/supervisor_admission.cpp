@@ -74,7 +74,8 @@ result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view log
 
 void report_idle(self_ptr self) {
   auto& st = self->state;
-  bool idle = st.sessions.empty() && st.live.empty() && st.admission->evictable();
+  bool idle = st.sessions.empty() && st.live.empty() && st.status_waits == 0
+              && st.admission->evictable();
   if (idle == st.reported_idle)
     return;
   st.reported_idle = idle;
@@ -206,6 +207,10 @@ box_error admission_gate(self_ptr self, const action_context& ctx) {
   if (!admission_mode(self))
     return {};
   auto err = admission_check(self, ctx);
+  if (err)
+    metrics::boxd().admission_decisions.with({"refuse", metrics::reason_slug(err.message)}).inc();
+  else
+    metrics::boxd().admission_decisions.with({"admit", "grant"}).inc();
   logs::event(logs::level::info, "admission",
               {{"ws", self->state.admission->box_ns()},
                {"generation", ctx.placement_generation},

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/admission.hpp"
+#include "messages/base/metrics.hpp"
 #include "actors/caf_support.hpp"
 #include "actors/session.hpp"
 #include "actors/skills.hpp"
@@ -50,9 +51,16 @@ struct session_entry {
 struct supervisor_state {
   static inline const char* name = "boxrt.supervisor";
 
+  supervisor_state() { metrics::boxd().workspaces.add(1); }
+  ~supervisor_state() { metrics::boxd().workspaces.add(-1); }
+  supervisor_state(const supervisor_state&) = delete;
+  supervisor_state& operator=(const supervisor_state&) = delete;
+
   supervisor_args args;
   std::unique_ptr<workspace_admission> admission;
   std::unordered_map<std::string, session_entry> sessions;
+  /// box_status answers still gathering session usage and slots (no eviction meanwhile).
+  int64_t status_waits = 0;
   /// Session actors alive (including ones being stopped) by address, and whether their
   /// global session slot was given back already.
   struct live_session {

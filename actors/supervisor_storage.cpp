@@ -205,16 +205,60 @@ caf::result<status_info> workspace_status(self_ptr self, const action_context& c
     out.capacity_limit = std::min(max, s.config.limits.max_sessions_per_workspace);
   }
   out.capacity_used = static_cast<int64_t>(st.sessions.size());
-  report_idle(self);
-  auto rp = self->make_response_promise<status_info>();
-  self->request(st.args.directory, control_timeout, slot_atom_v, caf::get_atom_v)
-    .then(
-      [rp, out, max](int64_t all) mutable {
-        out.capacity_remaining = std::max<int64_t>(0, std::min(out.capacity_limit - out.capacity_used, max - all));
-        rp.deliver(std::move(out));
-      },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
+  // Each session of this placement reads its usage on the worker pool; the answers
+  // (or their failures, which leave -1) are gathered, then the instance's slots asked.
+  struct gather {
+    status_info out;
+    size_t waiting = 0;
+    caf::typed_response_promise<status_info> rp;
+  };
+  auto g = std::make_shared<gather>();
+  g->out = std::move(out);
+  g->rp = self->make_response_promise<status_info>();
+  self->state.status_waits += 1;
+  auto finish = [self, g, max] {
+    auto& sessions = g->out.sessions;
+    std::sort(sessions.begin(), sessions.end(),
+              [](const session_stats& a, const session_stats& b) { return a.session_id < b.session_id; });
+    auto done = [self] {
+      self->state.status_waits -= 1;
+      report_idle(self);
+    };
+    self->request(self->state.args.directory, control_timeout, slot_atom_v, caf::get_atom_v)
+      .then(
+        [g, max, done](int64_t all) {
+          auto& o = g->out;
+          o.capacity_remaining = std::max<int64_t>(0, std::min(o.capacity_limit - o.capacity_used, max - all));
+          g->rp.deliver(std::move(o));
+          done();
+        },
+        [g, done](caf::error& err) {
+          g->rp.deliver(std::move(err));
+          done();
+        });
+  };
+  for (auto& [id, e] : st.sessions)
+    if (e.actor && e.generation == ctx.placement_generation) {
+      ++g->waiting;
+      auto logical = e.logical_id;
+      self->request(e.actor, control_timeout, stats_atom_v)
+        .then(
+          [g, finish](session_stats& s) {
+            g->out.sessions.push_back(std::move(s));
+            if (--g->waiting == 0)
+              finish();
+          },
+          [g, finish, logical](caf::error&) {
+            session_stats s;
+            s.session_id = logical;
+            g->out.sessions.push_back(std::move(s));
+            if (--g->waiting == 0)
+              finish();
+          });
+    }
+  if (g->waiting == 0)
+    finish();
+  return g->rp;
 }
 
 caf::result<storage_report> storage_analysis(self_ptr self, const action_context& ctx) {

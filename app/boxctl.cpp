@@ -26,11 +26,13 @@ const char* usage =
   "  exec [--session ID] -- CMD  run CMD; prints stdout/stderr, exits with its code.\n"
   "                              One argument is a shell command line; several are\n"
   "                              one command and its arguments, each quoted for sh\n"
-  "  sessions                    list this workspace's sessions\n"
+  "  sessions [--stats]          list this workspace's sessions; --stats: each one's\n"
+  "                              CPU time, memory and workspace bytes (box_status)\n"
   "  delete SESSION              delete a session\n"
   "  entitlement put FILE.json   push an entitlement snapshot\n"
   "  grant put FILE.json         push a sandbox admission grant\n"
   "  revoke FILE.json            push a sandbox admission revocation\n"
+  "  metrics                     boxd's /metrics scrape (Prometheus text format)\n"
   "environment: BOXCTL_URL, BOXCTL_INSTANCE (default for --instance),\n"
   "             LANGBOT_BOX_CONTROL_TOKEN\n"
   "boxd trusts the first instance id it sees (unless server.trusted_instance_uuid is\n"
@@ -78,6 +80,39 @@ std::string command_line(const std::vector<std::string>& args) {
 int fail(const std::string& text) {
   std::cerr << text << "\n";
   return 1;
+}
+
+/// `sessions --stats`: box_status's session_stats as a table ("-" where unknown).
+int print_stats(const std::string& status_json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element data;
+  simdjson::dom::array stats;
+  if (parser.parse(status_json).get(data) != simdjson::SUCCESS
+      || data["session_stats"].get_array().get(stats) != simdjson::SUCCESS)
+    return fail("boxctl: this boxd's box_status has no session_stats");
+  std::printf("%-24s %-9s %12s %14s %16s\n", "SESSION", "BACKEND", "CPU_SECONDS", "MEMORY_BYTES",
+              "WORKSPACE_BYTES");
+  for (auto s : stats) {
+    std::string_view id, backend;
+    if (s["session_id"].get_string().get(id)) {}
+    if (s["backend"].get_string().get(backend)) {}
+    auto number = [&](const char* key) -> std::string {
+      double d = 0;
+      int64_t i = 0;
+      if (s[key].get_int64().get(i) == simdjson::SUCCESS)
+        return std::to_string(i);
+      if (s[key].get_double().get(d) == simdjson::SUCCESS) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3f", d);
+        return buf;
+      }
+      return "-";
+    };
+    std::printf("%-24.*s %-9.*s %12s %14s %16s\n", static_cast<int>(id.size()), id.data(),
+                static_cast<int>(backend.size()), backend.data(), number("cpu_seconds").c_str(),
+                number("memory_bytes").c_str(), number("workspace_bytes").c_str());
+  }
+  return 0;
 }
 
 } // namespace
@@ -129,6 +164,14 @@ int main(int argc, char** argv) {
                         + json::quote(workspace) + ",\"placement_generation\":"
                         + std::to_string(generation) + "}";
   try {
+    if (command == "metrics") {
+      // Plain HTTP on the same port: no WebSocket, no instance pinned.
+      auto res = net::http_get(opts, "/metrics");
+      if (res.status != 200)
+        return fail("boxctl: /metrics answered " + std::to_string(res.status) + ": " + res.body);
+      std::cout << res.body;
+      return 0;
+    }
     net::rpc_client client;
     client.connect(opts);
     auto show = [&](const net::rpc_response& r) {
@@ -141,8 +184,17 @@ int main(int argc, char** argv) {
       return show(client.call("box_health", "{}"));
     if (command == "status")
       return show(client.call("box_status", "{}", context));
-    if (command == "sessions")
+    if (command == "sessions" && rest.size() == 1 && rest[0] == "--stats") {
+      auto r = client.call("box_status", "{}", context);
+      if (r.code != 0)
+        return fail(r.message);
+      return print_stats(r.data_json);
+    }
+    if (command == "sessions") {
+      if (!rest.empty())
+        return fail("boxctl: sessions [--stats]");
       return show(client.call("box_get_sessions", "{}", context));
+    }
     if (command == "delete") {
       if (rest.size() != 1)
         return fail("boxctl: delete SESSION");

@@ -105,6 +105,19 @@ class backend {
   /// are already gone.
   virtual void stop_session(backend_session& session) = 0;
 
+  /// What the session uses now: CPU time and memory of its cgroup, and the bytes used
+  /// on its quota image (statfs, never a walk). -1 where the backend has no such
+  /// accounting. Blocking (worker pool only); safe beside a running exec.
+  struct usage {
+    int64_t cpu_usec = -1;
+    int64_t memory_bytes = -1;
+    int64_t workspace_bytes = -1;
+  };
+  virtual usage session_usage(backend_session& session) {
+    (void)session;
+    return {};
+  }
+
   /// Removes what an earlier run of this boxd left behind (own state only).
   virtual void cleanup_orphans() {}
 

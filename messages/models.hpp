@@ -296,6 +296,10 @@ struct runtime_limits {
   int64_t io_write_bps = 0;                      // 0..2^40
   int64_t io_read_iops = 0;                      // 0..2^30
   int64_t io_write_iops = 0;                     // 0..2^30
+  /// Supervisors of workspaces with nothing to remember (no session, grant, fence or
+  /// revision) kept alive for a quick next use; past this the least recently idle one
+  /// leaves. Bounds what first uses refused in new workspaces leave behind.
+  int64_t max_idle_workspaces = 256;             // 0..250000
 
   friend bool operator==(const runtime_limits&, const runtime_limits&) = default;
 };
@@ -356,6 +360,19 @@ struct readiness_report {
 };
 
 /// Reply of box_status for one placement.
+/// What one session uses now (box_status `session_stats`): -1 = unknown. CPU time and
+/// memory come from its cgroup, workspace bytes from statfs of its quota image (-1
+/// without one: a tenant tree is never walked for this).
+struct session_stats {
+  std::string session_id;
+  std::string backend_name;
+  int64_t cpu_usec = -1;
+  int64_t memory_bytes = -1;
+  int64_t workspace_bytes = -1;
+
+  friend bool operator==(const session_stats&, const session_stats&) = default;
+};
+
 struct status_info {
   std::string backend_name;
   bool backend_available = false;
@@ -369,6 +386,8 @@ struct status_info {
   int64_t capacity_limit = 0;
   int64_t capacity_used = 0;
   int64_t capacity_remaining = 0;
+  /// One entry per session of this placement, by session id.
+  std::vector<session_stats> sessions;
 };
 
 /// One entry of box_get_storage_analysis (langbot-plugin's storage.py shape).

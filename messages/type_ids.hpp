@@ -115,7 +115,8 @@ typename Inspector::result_type inspect(Inspector& f, runtime_limits& x) {
   return f(caf::meta::type_name("runtime_limits"), x.max_sessions, x.max_managed_processes,
            x.max_completed_processes, x.max_admission_records, x.max_rpc_file_bytes,
            x.completed_process_retention_sec, x.session_ttl_sec, x.max_output_bytes,
-           x.max_timeout_sec, x.max_sessions_per_workspace);
+           x.max_timeout_sec, x.max_sessions_per_workspace, x.io_read_bps, x.io_write_bps,
+           x.io_read_iops, x.io_write_iops, x.max_idle_workspaces);
 }
 
 template <class Inspector>
@@ -142,10 +143,16 @@ typename Inspector::result_type inspect(Inspector& f, readiness_report& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_stats& x) {
+  return f(caf::meta::type_name("session_stats"), x.session_id, x.backend_name, x.cpu_usec,
+           x.memory_bytes, x.workspace_bytes);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, status_info& x) {
   return f(caf::meta::type_name("status_info"), x.backend_name, x.backend_available,
            x.active_sessions, x.managed_processes, x.session_ttl_sec, x.limits, x.capacity_limit,
-           x.capacity_used, x.capacity_remaining);
+           x.capacity_used, x.capacity_remaining, x.sessions);
 }
 
 template <class Inspector>
@@ -272,6 +279,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::relay_verdict))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::process_outcome))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::storage_report))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::session_stats))
 
   // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
   CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
@@ -307,6 +315,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, attach_atom, "attach")
   CAF_ADD_ATOM(boxrt, boxrt, resolve_atom, "resolve")
   CAF_ADD_ATOM(boxrt, boxrt, storage_atom, "storage")
+  CAF_ADD_ATOM(boxrt, boxrt, stats_atom, "stats")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
 

@@ -99,6 +99,7 @@ std::vector<std::string> cgroup_tree::base_dirs() const {
   for (auto* c : controllers)
     out.push_back(controller_dir(c));
   out.push_back(controller_dir("blkio"));
+  out.push_back(controller_dir("cpuacct"));
   return out;
 }
 
@@ -133,7 +134,7 @@ result<std::unique_ptr<cgroup_tree::group>> cgroup_tree::create(const std::strin
     if (err)
       return make_box_error(ec::box_error, "cannot create cgroup " + dir + ": " + err.message());
     g->dirs_.push_back(dir);
-    g->memory_dir_ = g->pids_dir_ = dir;
+    g->memory_dir_ = g->pids_dir_ = g->cpuacct_dir_ = dir;
     if (limits.io)
       g->io_dir_ = dir;
   } else {
@@ -148,6 +149,18 @@ result<std::unique_ptr<cgroup_tree::group>> cgroup_tree::create(const std::strin
     }
     g->memory_dir_ = g->dirs_[0];
     g->pids_dir_ = g->dirs_[1];
+    // CPU accounting: in the cpu group when cpu and cpuacct share a hierarchy, else in
+    // a cpuacct group of its own (optional: only box_status reads it).
+    if (fs::exists(g->dirs_[2] + "/cpuacct.usage")) {
+      g->cpuacct_dir_ = g->dirs_[2];
+    } else if (fs::exists(root_ + "/cpuacct/cpuacct.usage")) {
+      auto dir = controller_dir("cpuacct") + "/" + name;
+      fs::create_directories(dir, err);
+      if (!err) {
+        g->dirs_.push_back(dir);
+        g->cpuacct_dir_ = dir;
+      }
+    }
     if (limits.io) {
       if (!fs::is_directory(root_ + "/blkio"))
         return make_box_error(ec::box_error, "cgroup v1 controller blkio is not mounted");
@@ -244,6 +257,33 @@ int64_t cgroup_tree::group::oom_kills() const {
     if (key == "oom_kill")
       return value;
   return 0;
+}
+
+int64_t cgroup_tree::group::cpu_usec() const {
+  if (cpuacct_dir_.empty())
+    return -1;
+  if (v2_) {
+    std::ifstream in{cpuacct_dir_ + "/cpu.stat"};
+    std::string key;
+    int64_t value = 0;
+    while (in >> key >> value)
+      if (key == "usage_usec")
+        return value;
+    return -1;
+  }
+  std::ifstream in{cpuacct_dir_ + "/cpuacct.usage"};
+  int64_t ns = 0;
+  if (in >> ns)
+    return ns / 1000;
+  return -1;
+}
+
+int64_t cgroup_tree::group::memory_bytes() const {
+  std::ifstream in{memory_dir_ + (v2_ ? "/memory.current" : "/memory.usage_in_bytes")};
+  int64_t bytes = 0;
+  if (in >> bytes)
+    return bytes;
+  return -1;
 }
 
 box_error cgroup_tree::group::limit_io(unsigned major, unsigned minor, const io_caps& caps) const {

@@ -66,6 +66,14 @@ class cgroup_tree {
     /// The kernel's count of out-of-memory kills in this group.
     int64_t oom_kills() const;
 
+    /// CPU time used by the group's processes so far, in microseconds (cpu.stat on v2,
+    /// cpuacct.usage on v1); -1 when the hierarchy has no CPU accounting.
+    int64_t cpu_usec() const;
+
+    /// Memory charged to the group now (memory.current, memory.usage_in_bytes); -1 when
+    /// unreadable.
+    int64_t memory_bytes() const;
+
     /// Caps the group's I/O on the block device `major`:`minor` (io.max on v2, the
     /// blkio.throttle files on v1, which throttle direct and synchronous I/O but not
     /// buffered writeback). Needs cgroup_limits::io.
@@ -99,6 +107,9 @@ class cgroup_tree {
     std::string memory_dir_;
     std::string pids_dir_;
     std::string io_dir_;
+    /// Where CPU time is counted: the group itself on v2; on v1 the cpuacct group
+    /// (a hierarchy of its own, or shared with cpu); "" when there is none.
+    std::string cpuacct_dir_;
     bool v2_ = false;
     std::string name_;
     bool destroyed_ = false;

@@ -496,6 +496,12 @@ void sandbox_backend::stop_session(backend_session& session) {
     s->teardown();
 }
 
+backend::usage sandbox_backend::session_usage(backend_session& session) {
+  if (auto* s = dynamic_cast<sandbox_session*>(&session))
+    return s->usage();
+  return {};
+}
+
 box_error sandbox_backend::check_spec(const box_spec& spec) const {
   return mount_targets_error(spec);
 }

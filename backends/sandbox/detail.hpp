@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -381,6 +382,29 @@ class sandbox_session final : public backend_session, public std::enable_shared_
       release_uid();
   }
 
+  /// What the sandbox uses now (backend::session_usage). Waits for a teardown in
+  /// progress, and reads nothing after it.
+  boxrt::backend::usage usage() {
+    boxrt::backend::usage out;
+    std::lock_guard torn{teardown_mtx_};
+    if (torn_down_)
+      return out;
+    {
+      std::lock_guard lock{kill_mtx_};
+      if (group) {
+        out.cpu_usec = group->cpu_usec();
+        out.memory_bytes = group->memory_bytes();
+      }
+    }
+    // The quota image stays mounted while a lease holds it (until teardown). Its root
+    // is a mount point the tenant cannot replace; statfs reads the filesystem's own
+    // counters and walks nothing.
+    struct statfs fs{};
+    if (!workspace_mount.empty() && ::statfs(workspace_mount.c_str(), &fs) == 0)
+      out.workspace_bytes = static_cast<int64_t>((fs.f_blocks - fs.f_bfree) * static_cast<uint64_t>(fs.f_bsize));
+    return out;
+  }
+
   /// "bwrap sandbox <id>": how errors name this sandbox.
   std::string what() const { return driver + " sandbox " + id_; }
 
@@ -409,6 +433,8 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   std::unique_ptr<cgroup_tree::group> group;
   std::unique_ptr<netstack> net;
   std::vector<std::shared_ptr<loop_quota::lease>> leases;
+  /// Where the workspace's quota image is mounted ("" without a quota).
+  std::string workspace_mount;
   /// Quota leases and the uid are taken by the first launch and kept by later ones.
   bool prepared = false;
   std::function<void()> release_uid;

@@ -121,6 +121,7 @@ class sandbox_backend : public backend {
   result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
                                                                  const process_spec& spec) override;
   void stop_session(backend_session& session) override;
+  usage session_usage(backend_session& session) override;
   void cleanup_orphans() override;
   result<skill_storage> acquire_skill_storage(const std::string& dir) override;
   box_error check_spec(const box_spec& spec) const override;

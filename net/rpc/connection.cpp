@@ -1,5 +1,7 @@
 #include "net/rpc/connection.hpp"
 
+#include <chrono>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 
@@ -8,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "messages/base/json.hpp"
+#include "messages/base/metrics.hpp"
 #include "net/rpc/envelope.hpp"
 
 namespace boxrt::net {
@@ -20,6 +23,30 @@ namespace dom = simdjson::dom;
 /// one 16 MiB request does not pin that much memory for the life of the connection.
 constexpr size_t parser_keep_bytes = size_t{1} << 20;
 
+/// One action's series of the request metrics, looked up once per connection.
+struct action_series {
+  std::string action;
+  metrics::counter* ok = nullptr;
+  metrics::duration_histogram* duration = nullptr;
+};
+
+using steady = std::chrono::steady_clock;
+
+/// A request handed to the dispatcher and not answered yet.
+struct inflight_request {
+  std::string seq_id;
+  action_series* series = nullptr;
+  steady::time_point arrived;
+};
+
+/// The result label of a reply: "ok" or its error class ("busy" for the in-flight cap).
+std::string_view result_label(const box_error& error) {
+  if (!error)
+    return "ok";
+  auto cls = wire_class(error.code);
+  return cls.empty() ? std::string_view{"busy"} : cls;
+}
+
 struct connection_state {
   static inline const char* name = "boxrt.connection";
 
@@ -29,8 +56,10 @@ struct connection_state {
   connection_args args;
   connection_env env;
   dom::parser parser;
-  /// Requests handed to the dispatcher and not answered yet: token -> raw seq_id JSON.
-  std::unordered_map<uint64_t, std::string> inflight;
+  /// Requests handed to the dispatcher and not answered yet, by token (seq_id as raw JSON).
+  std::unordered_map<uint64_t, inflight_request> inflight;
+  /// Metric series by action name (only names of the action table, and "unknown").
+  std::unordered_map<std::string, std::unique_ptr<action_series>> series;
   uint64_t next_token = 1;
   /// Frames ignored under the envelope rules (not JSON, not an object, responses, ...).
   uint64_t ignored = 0;
@@ -92,13 +121,10 @@ void send_reply(connection_ptr self, std::string_view seq_id, const reply& r,
   send_text(self, std::move(text), holds_slot);
 }
 
-void send_error(connection_ptr self, std::string_view seq_id, ec code, std::string text) {
-  send_reply(self, seq_id, reply{box_error{code, std::move(text)}, "{}"});
-}
-
 void ignore(connection_ptr self, std::string_view why) {
   auto& st = self->state;
   ++st.ignored;
+  metrics::boxd().decode_errors.inc();
   spdlog::debug("net: {}: ignored a frame ({}); {} ignored so far", st.args.peer, why,
                 st.ignored);
 }
@@ -109,12 +135,40 @@ void report_inflight(connection_ptr self) {
     st.args.out->in_flight(st.inflight.size());
 }
 
+action_series& series_of(connection_ptr self, std::string_view action) {
+  auto& st = self->state;
+  if (!known_action(action))
+    action = "unknown";
+  auto i = st.series.find(std::string{action});
+  if (i != st.series.end())
+    return *i->second;
+  auto& m = metrics::boxd();
+  auto s = std::make_unique<action_series>();
+  s->action = std::string{action};
+  s->ok = &m.requests.with({action, "ok"});
+  s->duration = &m.request_duration.with({action});
+  auto& out = *s;
+  st.series.emplace(s->action, std::move(s));
+  return out;
+}
+
+/// Counts one answered request.
+void record(action_series& s, const box_error& error, steady::time_point arrived) {
+  if (!error)
+    s.ok->inc();
+  else
+    metrics::boxd().requests.with({s.action, result_label(error)}).inc();
+  s.duration->observe_ns(static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - arrived).count()));
+}
+
 void finish(connection_ptr self, uint64_t token, reply r) {
   auto& st = self->state;
   auto i = st.inflight.find(token);
   if (i == st.inflight.end())
     return; // already answered (shutdown)
-  auto seq_id = std::move(i->second);
+  auto seq_id = std::move(i->second.seq_id);
+  record(*i->second.series, r.error, i->second.arrived);
   st.inflight.erase(i);
   // The reply takes over the slot before the count drops, so the socket never sees
   // fewer slots taken than there are (see heartbeat).
@@ -130,25 +184,31 @@ size_t slots_taken(connection_ptr self) {
 
 void handle_request(connection_ptr self, envelope& req) {
   auto& st = self->state;
+  auto arrived = steady::now();
+  auto& series = series_of(self, req.action);
   // The capacity check comes before validation, as in the reference (§1.8).
   if (slots_taken(self) >= st.args.max_inflight) {
-    send_error(self, req.seq_id, ec::busy,
-               "Runtime connection is busy (max " + std::to_string(st.args.max_inflight)
-                 + " concurrent actions)");
+    box_error busy{ec::busy, "Runtime connection is busy (max "
+                               + std::to_string(st.args.max_inflight) + " concurrent actions)"};
+    record(series, busy, arrived);
+    send_reply(self, req.seq_id, reply{std::move(busy), "{}"});
     return;
   }
   if (!req.refusal.empty()) {
+    metrics::boxd().decode_errors.inc();
+    record(series, box_error{ec::envelope, {}}, arrived);
     send_text(self, render_encoded(req.seq_id, req.refusal));
     return;
   }
   // A bare heartbeat is answered here; one with an envelope goes through the
   // dispatcher, which checks host-control contexts (protocol.md §2.1).
   if (req.action == "__ping" && !req.context) {
+    record(series, {}, arrived);
     send_reply(self, req.seq_id, reply{});
     return;
   }
   auto token = st.next_token++;
-  st.inflight.emplace(token, req.seq_id);
+  st.inflight.emplace(token, inflight_request{req.seq_id, &series, arrived});
   report_inflight(self);
   try {
     dispatch(st.env, req.action, req.data, req.context ? &*req.context : nullptr,
@@ -188,8 +248,11 @@ caf::behavior connection(connection_ptr self, connection_args args) {
       auto& st = self->state;
       st.closing = true;
       // Every request gets an answer while the socket is still open (README §4.5).
-      for (auto& [token, seq_id] : st.inflight)
-        send_error(self, seq_id, ec::runtime_unavailable, shutting_down_text);
+      for (auto& [token, req] : st.inflight) {
+        box_error gone{ec::runtime_unavailable, shutting_down_text};
+        record(*req.series, gone, req.arrived);
+        send_reply(self, req.seq_id, reply{std::move(gone), "{}"});
+      }
       st.inflight.clear();
       report_inflight(self);
       if (st.args.out)
@@ -203,6 +266,8 @@ caf::behavior connection(connection_ptr self, connection_args args) {
 
 struct heartbeat::impl {
   dom::parser parser;
+  metrics::counter* ok = nullptr;
+  metrics::duration_histogram* duration = nullptr;
 };
 
 heartbeat::heartbeat() : impl_(std::make_unique<impl>()) {}
@@ -212,11 +277,20 @@ std::string heartbeat::reply_to(const std::string& text) {
   // Cheap refusal first: most frames are not heartbeats.
   if (text.size() > 256 || text.find("__ping") == std::string::npos)
     return {};
+  auto arrived = steady::now();
   auto req = read_envelope(impl_->parser, text, known_action);
   if (req.what != envelope::kind::request || !req.refusal.empty() || req.action != "__ping"
       || req.context)
     return {};
-  return render(req.seq_id, box_error{}, "{}");
+  if (!impl_->ok) {
+    impl_->ok = &metrics::boxd().requests.with({"__ping", "ok"});
+    impl_->duration = &metrics::boxd().request_duration.with({"__ping"});
+  }
+  auto out = render(req.seq_id, box_error{}, "{}");
+  impl_->ok->inc();
+  impl_->duration->observe_ns(static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - arrived).count()));
+  return out;
 }
 
 caf::actor spawn_connection(caf::actor_system& sys, connection_args args) {

@@ -81,6 +81,30 @@ std::string status_json(const status_info& x) {
   w.key("used").value(x.capacity_used);
   w.key("remaining").value(x.capacity_remaining);
   w.end_object();
+  // boxrt's addition: what each session of this placement uses (null = unknown).
+  auto number_or_null = [&w](int64_t v) {
+    if (v < 0)
+      w.null();
+    else
+      w.value(v);
+  };
+  w.key("session_stats").begin_array();
+  for (const auto& s : x.sessions) {
+    w.begin_object();
+    w.key("session_id").value(s.session_id);
+    w.key("backend").value(s.backend_name);
+    w.key("cpu_seconds");
+    if (s.cpu_usec < 0)
+      w.null();
+    else
+      w.value(static_cast<double>(s.cpu_usec) / 1e6);
+    w.key("memory_bytes");
+    number_or_null(s.memory_bytes);
+    w.key("workspace_bytes");
+    number_or_null(s.workspace_bytes);
+    w.end_object();
+  }
+  w.end_array();
   w.end_object();
   return w.take();
 }

@@ -5,6 +5,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <simdjson.h>
 
@@ -42,6 +43,36 @@ bool parse_ws_url(const std::string& url, std::string& host, std::string& port, 
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   return !host.empty() && !port.empty();
+}
+
+http_reply http_get(const client_options& opts, const std::string& target) {
+  namespace http = beast::http;
+  std::string host, port, path;
+  if (!parse_ws_url(opts.url, host, port, path))
+    throw std::runtime_error("invalid URL " + opts.url + " (expected ws://HOST:PORT)");
+  asio::io_context io;
+  beast::tcp_stream stream{io};
+  tcp::resolver resolver{io};
+  beast::error_code ec;
+  auto endpoints = resolver.resolve(host, port, ec);
+  if (ec)
+    throw std::runtime_error("cannot resolve " + host + ": " + ec.message());
+  stream.connect(endpoints, ec);
+  if (ec)
+    throw std::runtime_error("cannot connect to " + opts.url + ": " + ec.message());
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, host + ":" + port);
+  if (!opts.token.empty())
+    req.set(http::field::authorization, "Bearer " + opts.token);
+  http::write(stream, req, ec);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  if (!ec)
+    http::read(stream, buffer, res, ec);
+  if (ec)
+    throw std::runtime_error("GET " + target + " failed: " + ec.message());
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return {res.result_int(), std::move(res.body())};
 }
 
 rpc_client::rpc_client() : impl_(std::make_unique<impl>()) {

@@ -53,6 +53,15 @@ class rpc_client {
   int64_t next_seq_ = 1;
 };
 
+/// One plain HTTP GET of `path` on the server of opts.url, with the control token as a
+/// bearer token when there is one (GET /metrics). Throws std::runtime_error when the
+/// server cannot be reached.
+struct http_reply {
+  unsigned status = 0;
+  std::string body;
+};
+http_reply http_get(const client_options& opts, const std::string& path);
+
 /// Parses "ws://HOST:PORT[/path]" into host, port and path ("/rpc/ws" when none).
 bool parse_ws_url(const std::string& url, std::string& host, std::string& port, std::string& path);
 

@@ -1,6 +1,7 @@
 // The HTTP side of a connection until it upgrades: /healthz and /readyz, and both
 // WebSocket handshakes (RPC and relay) with their checks.
 #include "net/rpc/render.hpp"
+#include "messages/base/metrics.hpp"
 #include "messages/base/pytext.hpp"
 #include "net/ws/server_core.hpp"
 
@@ -97,6 +98,9 @@ class http_session final : public session_base {
     auto path = path_of(req.target());
     if (path == "/rpc/ws") {
       handle_rpc(std::move(req));
+    } else if (path == "/metrics") {
+      if (answer_unless_get(req))
+        handle_metrics(req);
     } else if (path == "/healthz" || path == "/readyz") {
       if (!answer_unless_get(req))
         return;
@@ -110,6 +114,40 @@ class http_session final : public session_base {
       write(make_response(http::status::not_found, req.version(), req.keep_alive(),
                           "text/plain", "Not Found"));
     }
+  }
+
+  /// GET /metrics: the Prometheus exposition. With a control token configured, the
+  /// scrape must carry it (Authorization: Bearer, or the control-token header).
+  void handle_metrics(const http::request<http::string_body>& req) {
+    const auto& token = srv_.opts.control_token;
+    if (!token.empty()) {
+      bool ok = false;
+      if (auto i = req.find(http::field::authorization); i != req.end()) {
+        auto v = sv(i->value());
+        constexpr std::string_view bearer = "Bearer ";
+        ok = v.size() > bearer.size() && v.substr(0, bearer.size()) == bearer
+             && constant_time_equal(v.substr(bearer.size()), token);
+      }
+      if (auto i = req.find(token_header); !ok && i != req.end())
+        ok = constant_time_equal(sv(i->value()), token);
+      if (!ok) {
+        auto res = make_response(http::status::unauthorized, req.version(), req.keep_alive(),
+                                 "text/plain", "Unauthorized");
+        res.set(http::field::www_authenticate, "Bearer");
+        write(std::move(res));
+        return;
+      }
+    }
+    metrics::scrape_values v;
+    v.connections = static_cast<int64_t>(srv_.ws_count.load());
+    v.pending_handshakes = static_cast<int64_t>(srv_.pending_handshakes.load());
+    if (srv_.pool) {
+      v.pool_threads = static_cast<int64_t>(srv_.pool->threads());
+      v.pool_idle_threads = static_cast<int64_t>(srv_.pool->idle());
+      v.pool_queue_depth = static_cast<int64_t>(srv_.pool->queued());
+    }
+    write(make_response(http::status::ok, req.version(), req.keep_alive(),
+                        std::string{metrics::content_type}, metrics::render(v)));
   }
 
   /// The checks of protocol.md §1.3, all before the upgrade.

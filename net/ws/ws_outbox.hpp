@@ -1,6 +1,7 @@
 // The write side both WebSocket sessions share (internal to net/ws/).
 #pragma once
 
+#include "messages/base/metrics.hpp"
 #include "net/ws/server_core.hpp"
 
 namespace boxrt::net {
@@ -15,6 +16,12 @@ namespace boxrt::net {
 template <class Derived>
 class ws_outbox {
  protected:
+  ws_outbox() = default;
+  ~ws_outbox() { account(-static_cast<int64_t>(queued_bytes_)); }
+
+  /// Keeps boxd_outbound_queue_bytes in step with queued_bytes_.
+  static void account(int64_t delta) { metrics::boxd().outbound_queue_bytes.add(delta); }
+
   /// One message waiting to be written; a `reply` holds an in-flight slot until then.
   struct queued {
     std::string text;
@@ -29,6 +36,7 @@ class ws_outbox {
       return;
     }
     queued_bytes_ += text.size();
+    account(static_cast<int64_t>(text.size()));
     peak_bytes_ = std::max(peak_bytes_, queued_bytes_);
     const bool small = text.size() <= small_message_bytes;
     if (Derived::small_first && small && overtaken_ < max_overtaking) {
@@ -70,6 +78,7 @@ class ws_outbox {
       return;
     }
     queued_bytes_ -= queue_.front().text.size();
+    account(-static_cast<int64_t>(queue_.front().text.size()));
     if (queue_.front().reply)
       d.reply_done();
     queue_.pop_front();
@@ -86,6 +95,7 @@ class ws_outbox {
     const size_t keep = writing_ ? 1 : 0;
     while (queue_.size() > keep) {
       queued_bytes_ -= queue_.back().text.size();
+      account(-static_cast<int64_t>(queue_.back().text.size()));
       if (queue_.back().reply)
         d.reply_done();
       queue_.pop_back();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <thread>
 
 using namespace boxrt;
 using namespace boxrt::test;
@@ -310,6 +311,52 @@ BOOST_AUTO_TEST_CASE(idle_workspace_records_are_evicted_when_the_table_is_full) 
   auto h = f.call<health_info>(health_atom_v);
   BOOST_REQUIRE(h.ok());
   BOOST_CHECK_EQUAL(h->workspaces, 2);
+}
+
+/// Polls the directory until `n` supervisors are alive (idle ones leave asynchronously,
+/// after their idle report); false after 10 s.
+bool wait_for_workspaces(core_fixture& f, int64_t n) {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto h = f.call<health_info>(health_atom_v);
+    if (h.ok() && h->workspaces == n)
+      return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+BOOST_AUTO_TEST_CASE(at_most_max_idle_workspaces_stateless_supervisors_stay) {
+  core_fixture::options o;
+  o.limits.max_idle_workspaces = 2;
+  o.limits.max_sessions = 1;
+  core_fixture f{o};
+  BOOST_REQUIRE(f.exec("ws-busy", "s", "echo x").ok());
+  // First uses refused at the session cap, in new workspaces: what they leave is bounded.
+  for (int i = 0; i < 6; ++i)
+    require_error(f.exec("ws-refused-" + std::to_string(i), "s", "echo x"),
+                  ec::capacity_exceeded, "Box session capacity reached (1)");
+  // The workspace with a session, and the two most recently idle.
+  BOOST_REQUIRE(wait_for_workspaces(f, 3));
+  // A workspace that left comes back as new on its next use.
+  require_error(f.exec("ws-refused-0", "s", "echo x"), ec::capacity_exceeded,
+                "Box session capacity reached (1)");
+  BOOST_REQUIRE(wait_for_workspaces(f, 3));
+  BOOST_REQUIRE(f.exec("ws-busy", "s", "echo y").ok());
+}
+
+BOOST_AUTO_TEST_CASE(no_stateless_supervisor_stays_with_an_idle_cache_of_zero) {
+  core_fixture::options o;
+  o.limits.max_idle_workspaces = 0;
+  core_fixture f{o};
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE((f.call<status_info>(status_atom_v, ctx("ws-" + std::to_string(i))).ok()));
+  BOOST_REQUIRE(wait_for_workspaces(f, 0));
+  // A fence above 1 is state: that supervisor stays.
+  BOOST_REQUIRE((f.call<status_info>(status_atom_v, ctx("ws-fenced", 7)).ok()));
+  BOOST_REQUIRE(wait_for_workspaces(f, 1));
+  require_error(f.call<status_info>(status_atom_v, ctx("ws-fenced", 6)), ec::permission,
+                "Stale Box placement generation");
 }
 
 BOOST_AUTO_TEST_CASE(records_with_safety_meaning_are_kept_and_new_workspaces_refused) {

@@ -191,6 +191,33 @@ async def test_exec_in_a_real_sandbox(sandboxed_box):
     assert slow.exit_code is None
 
 
+async def test_status_reports_each_sessions_usage(sandboxed_box):
+    """box_status's session_stats: CPU time and memory from the session's cgroup, bytes
+    from statfs of its quota image, null without one."""
+    c = ctx("stats-ws")
+    quota = await sandboxed_box.execute(
+        BoxSpec(session_id="quota", workspace_quota_mb=32,
+                cmd="head -c 6000000 /dev/urandom > /workspace/blob && sync && "
+                    "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo ok"),
+        action_context=c)
+    assert quota.stdout == "ok", quota
+    plain = await sandboxed_box.execute(BoxSpec(session_id="plain", cmd="true"), action_context=c)
+    assert plain.exit_code == 0
+    status = await sandboxed_box.get_status(action_context=c)
+    stats = {s["session_id"]: s for s in status["session_stats"]}
+    assert set(stats) == {"quota", "plain"}
+    q = stats["quota"]
+    assert q["backend"] == "bwrap"
+    assert q["cpu_seconds"] is not None and q["cpu_seconds"] > 0
+    assert q["memory_bytes"] is not None and q["memory_bytes"] > 0
+    assert q["workspace_bytes"] is not None and 6_000_000 <= q["workspace_bytes"] < 32 << 20
+    assert stats["plain"]["workspace_bytes"] is None
+    assert stats["plain"]["memory_bytes"] is not None
+    # Another workspace sees none of them.
+    other = await sandboxed_box.get_status(action_context=ctx("stats-other-ws"))
+    assert other["session_stats"] == []
+
+
 def _zip(files: dict[str, str]) -> bytes:
     import io
     import zipfile

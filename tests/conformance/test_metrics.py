@@ -1,0 +1,132 @@
+"""GET /metrics after a known workload, read with Prometheus's own text parser: the
+counters equal what was done, the scrape needs the control token, and no label carries a
+workspace."""
+
+from __future__ import annotations
+
+import datetime as dt
+import urllib.error
+import urllib.request
+
+import pytest
+import websockets
+from prometheus_client.parser import text_string_to_metric_families
+
+from langbot_plugin.box.errors import BoxAdmissionError
+from langbot_plugin.box.models import BoxSpec, SandboxAdmissionGrant, SandboxAdmissionRevocation
+from langbot_plugin.entities.io.context import ActionContext
+
+from conftest import ALL_READY, INSTANCE, TOKEN, Boxd, BoxConnection
+
+WORKSPACE = "metrics-ws-7f3a"
+EXECS = 5
+REFUSALS = 3
+
+
+@pytest.fixture(scope="module")
+def metrics_boxd():
+    # Its own boxd: the counters start at zero.
+    boxd = Boxd({
+        "backend": "scripted",
+        "scripted": {"available": True, "ready_keys": ALL_READY},
+        "admission": {
+            "required": True, "required_backend": "scripted", "max_sessions": 1,
+            "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+            "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+            "readiness_cache_sec": 0,
+        },
+    }, testing=True)
+    yield boxd
+    boxd.stop()
+
+
+def metrics_url(boxd: Boxd) -> str:
+    return boxd.url[: -len("/rpc/ws")].replace("ws://", "http://") + "/metrics"
+
+
+def scrape(boxd: Boxd, headers: dict[str, str]) -> tuple[str, str]:
+    req = urllib.request.Request(metrics_url(boxd), headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return res.headers["Content-Type"], res.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(values: dict, name: str, **labels) -> float:
+    return values.get((name, frozenset(labels.items())), 0.0)
+
+
+async def test_metrics_count_a_known_workload(metrics_boxd):
+    c = ActionContext(instance_uuid=INSTANCE, workspace_uuid=WORKSPACE, placement_generation=1)
+    async with BoxConnection(metrics_boxd.url, TOKEN, INSTANCE) as conn:
+        box = conn.client
+        for _ in range(REFUSALS):
+            with pytest.raises(BoxAdmissionError, match="Sandbox admission grant is missing"):
+                await box.execute(BoxSpec(session_id="global", cmd="echo x"), action_context=c)
+        grant = SandboxAdmissionGrant(
+            instance_uuid=INSTANCE, workspace_uuid=WORKSPACE, execution_generation=1,
+            entitlement_revision=1,
+            expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120),
+            max_sessions=1, max_managed_processes=0,
+        )
+        await box.upsert_sandbox_admission_grant(grant)
+        for i in range(EXECS):
+            result = await box.execute(BoxSpec(session_id="global", cmd=f"echo {i}"), action_context=c)
+            assert result.stdout == str(i)
+
+        # A frame that is no request, then a ping on the same socket: once the ping is
+        # answered, the bad frame has been counted.
+        headers = {"X-LangBot-Box-Control-Token": TOKEN, "X-LangBot-Instance-Id": INSTANCE}
+        async with websockets.connect(metrics_boxd.url, additional_headers=headers) as ws:
+            await ws.send("this is not json")
+            await ws.send('{"seq_id": 1, "action": "__ping", "data": {}}')
+            assert '"code":0' in (await ws.recv()).replace(" ", "")
+
+        content_type, text = scrape(metrics_boxd, {"Authorization": f"Bearer {TOKEN}"})
+        assert content_type.startswith("text/plain; version=0.0.4")
+        live = samples(text)
+        assert value(live, "boxd_requests_total", action="box_exec", result="ok") == EXECS
+        assert value(live, "boxd_requests_total", action="box_exec", result="BoxAdmissionError") == REFUSALS
+        assert value(live, "boxd_request_duration_seconds_count", action="box_exec") == EXECS + REFUSALS
+        assert value(live, "boxd_admission_decisions_total", decision="admit", reason="grant") == EXECS
+        assert value(live, "boxd_admission_decisions_total", decision="refuse",
+                     reason="sandbox_admission_grant_is_missing") == REFUSALS
+        assert value(live, "boxd_sessions", state="idle", backend="scripted") == 1
+        assert value(live, "boxd_session_starts_total", backend="scripted", result="ok") == 1
+        assert value(live, "boxd_decode_errors_total") == 1
+        assert value(live, "boxd_revocations_total") == 0
+        assert value(live, "boxd_connections") >= 1
+        assert value(live, "boxd_pool_threads") >= 1
+        assert value(live, "process_resident_memory_bytes") > 0
+        # Tenants stay out of the labels.
+        assert WORKSPACE not in text and "ws-" not in text
+
+        await box.revoke_sandbox_admission_grant(
+            SandboxAdmissionRevocation(instance_uuid=INSTANCE, workspace_uuid=WORKSPACE,
+                                       entitlement_revision=1))
+        # The control-token header works too.
+        _, text = scrape(metrics_boxd, {"X-LangBot-Box-Control-Token": TOKEN})
+        after = samples(text)
+        assert value(after, "boxd_revocations_total") == 1
+        # Stopped before the revocation's reply.
+        assert value(after, "boxd_sessions", state="idle", backend="scripted") == 0
+        assert value(after, "boxd_sessions", state="running", backend="scripted") == 0
+
+
+def test_metrics_need_the_control_token(metrics_boxd):
+    for headers in ({}, {"Authorization": "Bearer " + "x" * 40}, {"Authorization": TOKEN},
+                    {"X-LangBot-Box-Control-Token": "y" * 40}):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            scrape(metrics_boxd, headers)
+        assert err.value.code == 401
+    req = urllib.request.Request(metrics_url(metrics_boxd), method="POST", data=b"",
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=10)
+    assert err.value.code == 405
