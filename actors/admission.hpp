@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "messages/base/heap_optional.hpp"
 #include "messages/error.hpp"
 #include "messages/models.hpp"
 #include "messages/requests.hpp"
@@ -70,7 +71,7 @@ class workspace_admission {
   result<snapshot_outcome> put_snapshot(const entitlement_snapshot& snapshot, int64_t now_s);
 
   bool has_snapshot() const noexcept { return snapshot_.has_value(); }
-  const std::optional<entitlement_snapshot>& snapshot() const noexcept { return snapshot_; }
+  const heap_optional<entitlement_snapshot>& snapshot() const noexcept { return snapshot_; }
 
   /// Entitlement gate of a sandbox action in admission mode. With a snapshot it checks
   /// the revision floor of `ctx`, require_active, the feature and the limit, then derives
@@ -110,7 +111,7 @@ class workspace_admission {
   result<revocation_outcome> revoke(const admission_revocation& revocation,
                                     const box_config& config);
 
-  const std::optional<admission_grant>& grant() const noexcept { return grant_; }
+  const heap_optional<admission_grant>& grant() const noexcept { return grant_; }
   int64_t tombstone() const noexcept { return tombstone_; }
   int64_t highest_revision() const noexcept { return highest_revision_; }
 
@@ -155,8 +156,9 @@ class workspace_admission {
   std::string workspace_;
   std::string ns_;
   int64_t generation_ = 0;
-  std::optional<entitlement_snapshot> snapshot_;
-  std::optional<admission_grant> grant_;
+  // On the heap: most workspaces have neither, and there may be 100,000 of them.
+  heap_optional<entitlement_snapshot> snapshot_;
+  heap_optional<admission_grant> grant_;
   bool grant_derived_ = false;
   int64_t highest_revision_ = 0;
   int64_t highest_generation_ = 0;

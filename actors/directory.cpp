@@ -34,6 +34,8 @@ struct directory_state {
 
   directory_args args;
   instance_settings settings;
+  /// `settings` as the supervisors share it (refreshed when they differ).
+  std::shared_ptr<const instance_settings> shared_settings;
   std::unordered_map<std::string, supervisor_actor> supervisors;
   std::unordered_map<caf::actor_addr, std::string> by_addr;
   /// Evictable workspaces, least recently reported first.
@@ -185,7 +187,10 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
   a.workspace_uuid = ws.substr(sep + 1);
   a.directory_key = ws;
   a.directory = caf::actor_cast<directory_actor>(self);
-  a.settings = st.settings;
+  // One copy of the settings for every supervisor (see shared_settings).
+  if (!st.shared_settings || *st.shared_settings != st.settings)
+    st.shared_settings = shared_settings(st.settings);
+  a.settings = st.shared_settings;
   a.backend = st.backend;
   a.pool = st.args.pool;
   a.processes = st.args.processes;

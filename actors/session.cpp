@@ -31,7 +31,7 @@ void submit_start(self_ptr self) {
   st.start_requested = clock_type::now();
   auto job = [box = st.box, backend = st.args.backend, spec = st.args.spec, local = st.args.local] {
     start_outcome out;
-    if (auto err = check_spec_mounts(spec, local)) {
+    if (auto err = check_spec_mounts(*spec, *local)) {
       out.error = std::move(err);
       return out;
     }
@@ -40,7 +40,7 @@ void submit_start(self_ptr self) {
       backend->stop_session(*box->handle);
       box->handle.reset();
     }
-    auto started = backend->start_session(spec);
+    auto started = backend->start_session(*spec);
     if (started) {
       box->handle = std::move(started.value());
       out.backend_session_id = box->handle->id();
@@ -68,7 +68,7 @@ void submit_stop(self_ptr self) {
 
 void schedule_reap(self_ptr self) {
   auto& st = self->state;
-  if (st.args.spec.persistent || st.args.ttl_sec <= 0 || st.reap_scheduled)
+  if (st.args.spec->persistent || st.args.ttl_sec <= 0 || st.reap_scheduled)
     return;
   st.reap_scheduled = true;
   auto due = st.last_used + std::chrono::seconds{st.args.ttl_sec};
@@ -127,7 +127,7 @@ void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_
     // Skill mounts may change per exec on a warm session: every exec's mounts pass the
     // same policy as a start's (allowed roots, denylist), here off the actor thread.
     if (!spec.extra_mounts.empty())
-      if (auto err = check_spec_mounts(spec, local)) {
+      if (auto err = check_spec_mounts(spec, *local)) {
         out.error = err;
         return out;
       }
@@ -181,7 +181,7 @@ void begin_stop(self_ptr self, box_error reason) {
 session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
   auto& st = self->state;
   st.args = std::move(a);
-  st.info = session_info_from_spec(st.args.spec);
+  st.info = session_info_from_spec(*st.args.spec);
   st.info.session_id = st.args.logical_id;
   st.info.backend_name = st.args.backend->name();
   st.count_in(st.info.backend_name);

@@ -20,10 +20,12 @@ struct session_args {
   std::string physical_id;
   std::string logical_id;
   std::string workspace_ns;   // ws-<24 hex>, for the log
-  box_spec spec;              // the spec of the first use (session_id = physical id)
+  /// The spec of the first use (session_id = physical id), shared with the supervisor.
+  std::shared_ptr<const box_spec> spec;
   exec_limits limits;
   int64_t ttl_sec = 300;      // non-persistent sessions only; 0 disables the TTL
-  local_config local;         // mount policy (allowed roots)
+  /// Mount policy (allowed roots): the node's settings' own, shared, never copied.
+  std::shared_ptr<const local_config> local;
   std::shared_ptr<process_registry> processes;  // null: managed processes unavailable
   int64_t max_managed_processes = 64;           // across every session (§4.7)
   int64_t max_completed_processes = 256;        // exited records kept (per session here)

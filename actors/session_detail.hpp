@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <deque>
+#include <list>
 #include <map>
 #include <optional>
 #include <utility>
@@ -106,7 +107,9 @@ struct session_state {
     /// Who asked (delegation keeps the original sender: the connection actor).
     caf::strong_actor_ptr requester;
   };
-  std::deque<queued_exec> queue;
+  /// A list, not a deque: an empty deque still holds a node (here about 450 bytes),
+  /// and most sessions have nothing queued most of the time.
+  std::list<queued_exec> queue;
   /// Queued commands dropped because their requester was gone before they started.
   uint64_t dropped_commands = 0;
   std::vector<caf::typed_response_promise<session_info>> create_waiters;

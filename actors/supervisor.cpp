@@ -1,5 +1,7 @@
 #include "actors/supervisor_detail.hpp"
 
+#include <mutex>
+
 namespace boxrt {
 
 using namespace supervisor_detail;
@@ -10,8 +12,9 @@ namespace {
 supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_args a) {
   auto& st = self->state;
   st.args = std::move(a);
-  st.admission = std::make_unique<workspace_admission>(st.args.instance_uuid,
-                                                       st.args.workspace_uuid);
+  // The admission plane keeps the ids; the arguments give theirs up.
+  st.admission = std::make_unique<workspace_admission>(std::move(st.args.instance_uuid),
+                                                       std::move(st.args.workspace_uuid));
   if (st.args.store) {
     // The workspace serves nothing on a state it could not read: an empty one would
     // forget its revocations.
@@ -228,7 +231,9 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       auto saved = persist(self);
       return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
     },
-    [self](settings_atom, instance_settings& s) { self->state.args.settings = std::move(s); },
+    [self](settings_atom, instance_settings& s) {
+      self->state.args.settings = shared_settings(std::move(s));
+    },
     [self](done_atom, uint64_t token) {
       if (auto next = take(self->state.pool_waits, token))
         (*next)();
@@ -281,6 +286,17 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
 }
 
 } // namespace
+
+std::shared_ptr<const instance_settings> shared_settings(instance_settings s) {
+  static std::mutex mtx;
+  static std::weak_ptr<const instance_settings> last;
+  std::lock_guard guard{mtx};
+  if (auto kept = last.lock(); kept && *kept == s)
+    return kept;
+  auto fresh = std::make_shared<const instance_settings>(std::move(s));
+  last = fresh;
+  return fresh;
+}
 
 supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args) {
   return parent->spawn(supervisor_behavior, std::move(args));

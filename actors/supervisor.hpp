@@ -16,12 +16,14 @@
 namespace boxrt {
 
 struct supervisor_args {
+  /// Moved into the admission plane at start (empty afterwards).
   std::string instance_uuid;
   std::string workspace_uuid;
   /// This supervisor's key in the directory (instance and workspace).
   std::string directory_key;
   directory_actor directory;  // session slots and idle reports
-  instance_settings settings;
+  /// Shared by every supervisor of the node (immutable; replaced on each change).
+  std::shared_ptr<const instance_settings> settings;
   /// The node's backend (its content may change while no session exists).
   std::shared_ptr<backend_slot> backend;
   std::shared_ptr<worker_pool> pool;
@@ -31,5 +33,10 @@ struct supervisor_args {
 };
 
 supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args);
+
+/// The node's settings as one shared object: equal settings given twice (the directory's
+/// broadcast reaches every supervisor with its own copy) come back as the same pointer,
+/// so thousands of supervisors hold one copy, not one each.
+std::shared_ptr<const instance_settings> shared_settings(instance_settings s);
 
 } // namespace boxrt

@@ -6,7 +6,7 @@
 namespace boxrt::supervisor_detail {
 
 const box_config& config(self_ptr self) {
-  return self->state.args.settings.config;
+  return self->state.args.settings->config;
 }
 
 bool admission_mode(self_ptr self) {
@@ -22,7 +22,7 @@ box_error stale_error() {
 }
 
 box_error check_compat(const session_entry& e, const box_spec& spec) {
-  const auto& have = e.compat;
+  const auto& have = *e.compat;
   auto conflict = [&](std::string_view field, std::string value) {
     return box_error{ec::session_conflict, "Box session " + e.logical_id + " already exists with "
                                              + std::string{field} + "=" + value};
@@ -234,7 +234,7 @@ box_error admission_check(self_ptr self, const action_context& ctx) {
     return err;
   if (saved)
     return saved;
-  const auto& s = st.args.settings;
+  const auto& s = *st.args.settings;
   if (!s.ready) {
     runtime_readiness r;
     r.ready = false;

@@ -42,7 +42,9 @@ struct session_entry {
   uint64_t reservation = 0;
   std::string logical_id;
   int64_t generation = 0;
-  session_info compat;
+  /// The spec of the first use (session_id = physical id): the compat check compares
+  /// against it, and the session actor starts every sandbox from the same object.
+  std::shared_ptr<const box_spec> compat;
   std::vector<mount_spec> mounts;
   uint64_t forwarded = 0;
   std::vector<waiter> waiting;

@@ -47,7 +47,7 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
                   std::function<void(const session_actor&, session_entry&)> use,
                   std::function<void(const box_error&)> fail) {
   auto& st = self->state;
-  const auto& s = st.args.settings;
+  const auto& s = *st.args.settings;
   auto phys = physical_id(self, ctx.placement_generation, spec.session_id);
   if (!phys) {
     // langbot-plugin 0.7.13 answers a ValueError of exec and create_session (a session
@@ -113,16 +113,17 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
   entry.reservation = st.next_reservation++;
   entry.logical_id = logical;
   entry.generation = ctx.placement_generation;
-  entry.compat = session_info_from_spec(spec);
+  spec.session_id = id;
+  auto first = std::make_shared<const box_spec>(std::move(spec));
+  entry.compat = first;
   entry.mounts = mounts;
   entry.waiting.push_back(waiter_for(self, id, use, fail));
   auto reservation = entry.reservation;
   st.sessions.emplace(id, std::move(entry));
-  spec.session_id = id;
   auto directory = st.args.directory;
   self->request(directory, control_timeout, slot_atom_v)
     .then(
-      [self, id, reservation, spec, logical, directory](bool granted) mutable {
+      [self, id, reservation, first, logical, directory](bool granted) mutable {
         auto& st = self->state;
         auto i = st.sessions.find(id);
         bool still_wanted = i != st.sessions.end() && i->second.reservation == reservation;
@@ -161,10 +162,11 @@ void with_session(self_ptr self, const action_context& ctx, box_spec spec,
         a.supervisor = caf::actor_cast<supervisor_actor>(self);
         a.physical_id = id;
         a.logical_id = logical;
-        a.spec = spec;
+        a.spec = first;
         a.limits.max_output_bytes = config(self).limits.max_output_bytes;
         a.ttl_sec = config(self).limits.session_ttl_sec;
-        a.local = config(self).local;
+        a.local = std::shared_ptr<const local_config>(self->state.args.settings,
+                                                      &self->state.args.settings->config.local);
         a.processes = st.args.processes;
         a.max_managed_processes = config(self).limits.max_managed_processes;
         a.max_completed_processes = config(self).limits.max_completed_processes;

@@ -186,7 +186,7 @@ caf::result<status_info> workspace_status(self_ptr self, const action_context& c
   if (auto err = tenant_gate(self, ctx, nullptr, {}, false))
     return to_caf_error(err);
   auto& st = self->state;
-  const auto& s = st.args.settings;
+  const auto& s = *st.args.settings;
   status_info out;
   out.backend_name = s.backend_name;
   out.backend_available = s.backend_available;

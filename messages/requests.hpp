@@ -122,6 +122,8 @@ struct instance_settings {
   bool probed = false;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS forced the storage checks true.
   bool unsafe_soft_storage = false;
+
+  friend bool operator==(const instance_settings&, const instance_settings&) = default;
 };
 
 /// Reply of box_health / box_get_backend_info / readiness.

@@ -16,6 +16,18 @@ namespace boxrt {
 
 namespace {
 
+/// Appends `x`, dropping the oldest half once twice the limit is reached.
+template <class T>
+void record(std::vector<T>& v, T x) {
+  v.push_back(std::move(x));
+  if (v.size() >= 2 * scripted_backend::record_limit)
+    v.erase(v.begin(), v.end() - static_cast<std::ptrdiff_t>(scripted_backend::record_limit));
+}
+
+} // namespace
+
+namespace {
+
 /// Splits "verb rest" at the first whitespace; `rest` keeps its inner spacing.
 std::pair<std::string_view, std::string_view> split_verb(std::string_view cmd) noexcept {
   size_t i = 0;
@@ -119,7 +131,8 @@ scripted_backend::start_session(const box_spec& spec) {
     next_start_error_.reset();
     return err;
   }
-  started_.push_back(spec);
+  ++starts_;
+  record(started_, spec);
   auto id = "scripted-" + std::to_string(next_id_++);
   return std::shared_ptr<backend_session>{
     std::make_shared<scripted_session>(mtx_, cv_, std::move(id))};
@@ -197,7 +210,8 @@ void scripted_backend::stop_session(backend_session& session) {
   auto* self = dynamic_cast<scripted_session*>(&session);
   {
     std::lock_guard lock{mtx_};
-    stopped_.push_back(session.id());
+    ++stops_;
+    record(stopped_, session.id());
     if (self != nullptr) {
       self->kill();
       // A destroyed sandbox ends its running command, as with a real backend.
@@ -219,7 +233,7 @@ scripted_backend::start_managed_process(backend_session& session, const process_
     return make_box_error(ec::box_error, "scripted session " + self->id() + " is not alive");
   {
     std::lock_guard lock{mtx_};
-    managed_.push_back(spec);
+    record(managed_, spec);
   }
   host_process_options options;
   options.env = {"PATH=/usr/bin:/bin"};
@@ -277,12 +291,12 @@ std::vector<std::string> scripted_backend::stopped_ids() const {
 
 size_t scripted_backend::start_count() const {
   std::lock_guard lock{mtx_};
-  return started_.size();
+  return starts_;
 }
 
 size_t scripted_backend::stop_count() const {
   std::lock_guard lock{mtx_};
-  return stopped_.size();
+  return stops_;
 }
 
 size_t scripted_backend::exec_count() const {
@@ -302,7 +316,7 @@ size_t scripted_backend::blocked() const {
 
 bool scripted_backend::wait_stops(size_t n, std::chrono::milliseconds timeout) const {
   std::unique_lock lock{mtx_};
-  return cv_.wait_for(lock, timeout, [&] { return stopped_.size() >= n; });
+  return cv_.wait_for(lock, timeout, [&] { return stops_ >= n; });
 }
 
 bool scripted_backend::wait_blocked(size_t n, std::chrono::milliseconds timeout) const {

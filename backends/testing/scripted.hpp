@@ -63,6 +63,11 @@ class scripted_backend : public backend {
 
   // -- records (thread-safe) ----------------------------------------------------------
 
+  /// Records keep at least the most recent `record_limit` entries each (a boxd that
+  /// runs the scripted backend for long must not grow with every start); the counts
+  /// count everything.
+  static constexpr size_t record_limit = 1024;
+
   std::vector<box_spec> started_specs() const;
   std::vector<std::string> stopped_ids() const;
   size_t start_count() const;
@@ -87,6 +92,8 @@ class scripted_backend : public backend {
   std::vector<box_spec> started_;
   std::vector<std::string> stopped_;
   std::vector<process_spec> managed_;
+  size_t starts_ = 0;
+  size_t stops_ = 0;
   size_t execs_ = 0;
   size_t blocked_ = 0;
   uint64_t next_id_ = 1;
