@@ -36,7 +36,7 @@ struct env {
   std::shared_ptr<worker_pool> pool = std::make_shared<worker_pool>();
   directory_actor dir;
 
-  explicit env(int64_t n) {
+  explicit env(int64_t n, int64_t idle_cache = -1) {
     configure_actor_system(cfg, 2);
     sys = std::make_unique<caf::actor_system>(cfg);
     directory_args a;
@@ -44,7 +44,7 @@ struct env {
     a.config.limits.max_sessions = n + 16;
     a.config.limits.max_sessions_per_workspace = 16;
     a.config.limits.max_admission_records = 4 * n + 16;
-    a.config.limits.max_idle_workspaces = 4 * n + 16;
+    a.config.limits.max_idle_workspaces = idle_cache < 0 ? 4 * n + 16 : idle_cache;
     a.config.limits.session_ttl_sec = 0;
     a.trusted_instance = "bench";
     a.backend = backend;
@@ -111,6 +111,28 @@ void sessions_and_supervisors(int64_t n) {
               per(sup, both, n) - per(base, sup, n));
 }
 
+/// First uses refused at the session cap, each in a new workspace, with the default
+/// idle-workspace cache: what each leaves behind.
+void refused_first_uses(int64_t n) {
+  env e{n, runtime_limits{}.max_idle_workspaces};
+  auto exec_in = [&](caf::scoped_actor& self, const std::string& ws) {
+    exec_request r;
+    r.ctx = e.ctx(ws);
+    r.spec.session_id = "global";
+    r.spec.cmd = "true";
+    self->request(e.dir, caf::infinite, exec_atom_v, r).receive([](exec_result&) {}, [](caf::error&) {});
+  };
+  // The cap (n + 16) filled.
+  e.each(0, n + 16, [&](caf::scoped_actor& self, int64_t i) { exec_in(self, "full-" + std::to_string(i)); });
+  e.each(0, 512, [&](caf::scoped_actor& self, int64_t i) { exec_in(self, "warm-refused-" + std::to_string(i)); });
+  auto before = heap_in_use();
+  e.each(0, n, [&](caf::scoped_actor& self, int64_t i) { exec_in(self, "refused-" + std::to_string(i)); });
+  auto after = heap_in_use();
+  std::printf("a first use refused at the session cap in a new workspace:      %8.0f B "
+              "(idle-workspace cache %lld)\n",
+              per(before, after, n), static_cast<long long>(runtime_limits{}.max_idle_workspaces));
+}
+
 struct empty_state {
   static inline const char* name = "bench.empty";
 };
@@ -159,5 +181,6 @@ int main(int argc, char** argv) {
               sizeof(caf::event_based_actor), sizeof(caf::stateful_actor<empty_state>));
   bare_actors(n);
   sessions_and_supervisors(n);
+  refused_first_uses(n);
   return 0;
 }
