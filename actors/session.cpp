@@ -160,6 +160,11 @@ void begin_stop(self_ptr self, box_error reason) {
     return;
   auto previous = st.current;
   st.enter(session_state::phase::stopping);
+  // Usage readings still on the pool are answered now, as unknown: a stopping
+  // session's figures mean nothing, and box_status must not wait for its teardown.
+  for (auto& [token, w] : st.stats_waiters)
+    w.first.deliver(std::move(w.second));
+  st.stats_waiters.clear();
   st.stop_reason = std::move(reason);
   fail_pending(self, st.stop_reason);
   if (previous == session_state::phase::running) {
@@ -220,7 +225,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         return rp;
       }
       auto token = st.next_token++;
-      st.stats_waiters.emplace(token, rp);
+      st.stats_waiters.emplace(token, std::make_pair(rp, out));
       auto job = [handle = st.box->handle, backend = st.args.backend, out]() mutable {
         auto u = backend->session_usage(*handle);
         out.cpu_usec = u.cpu_usec;
@@ -235,7 +240,7 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
     [self](stats_atom, uint64_t token, session_stats& out) {
       auto& waiters = self->state.stats_waiters;
       if (auto i = waiters.find(token); i != waiters.end()) {
-        i->second.deliver(std::move(out));
+        i->second.first.deliver(std::move(out));
         waiters.erase(i);
       }
     },

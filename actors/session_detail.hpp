@@ -127,8 +127,10 @@ struct session_state {
 
   process_table processes;
 
-  /// box_status usage readings on the worker pool, by token.
-  std::map<uint64_t, caf::typed_response_promise<session_stats>> stats_waiters;
+  /// box_status usage readings on the worker pool, by token, with what each answers
+  /// (unknowns) if the session stops first.
+  std::map<uint64_t, std::pair<caf::typed_response_promise<session_stats>, session_stats>>
+    stats_waiters;
 
   /// The running command is a storage probe (no use of the session).
   bool probing = false;

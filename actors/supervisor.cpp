@@ -63,8 +63,10 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
   });
   return {
     [self](exec_atom, exec_request& req) -> caf::result<exec_result> {
-      if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error))
+      if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error)) {
+        report_idle(self);
         return to_caf_error(err);
+      }
       if (auto fast = fast_path(self, req))
         return self->delegate(fast->actor, exec_atom_v, std::move(fast->spec));
       auto rp = self->make_response_promise<exec_result>();
@@ -76,8 +78,10 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       return rp;
     },
     [self](create_atom, exec_request& req) -> caf::result<session_info> {
-      if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error))
+      if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error)) {
+        report_idle(self);
         return to_caf_error(err);
+      }
       auto rp = self->make_response_promise<session_info>();
       open_session(self, std::move(req), rp,
                    [rp](const session_actor& a, session_entry&, box_spec) mutable {
@@ -123,9 +127,27 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
           self->state.args.pool->submit([path = req.file_path] { ::unlink(path.c_str()); });
         return to_caf_error(err);
       }
-      return self->delegate(skill_store(self), skill_atom_v,
-                            skill_job{std::move(req.action), std::move(req.data_json),
-                                      std::move(req.file_path), admission_mode(self)});
+      // Asked, not delegated: the supervisor counts the request until its reply, so it
+      // is never evicted (and its skill store with it) while one is in flight.
+      auto rp = self->make_response_promise<std::string>();
+      self->state.skill_waits += 1;
+      auto done = [self] {
+        self->state.skill_waits -= 1;
+        report_idle(self);
+      };
+      self->request(skill_store(self), caf::infinite, skill_atom_v,
+                    skill_job{std::move(req.action), std::move(req.data_json),
+                              std::move(req.file_path), admission_mode(self)})
+        .then(
+          [rp, done](std::string& out) mutable {
+            rp.deliver(std::move(out));
+            done();
+          },
+          [rp, done](caf::error& err) mutable {
+            rp.deliver(std::move(err));
+            done();
+          });
+      return rp;
     },
     [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
       auto found = find_session(self, req);
@@ -237,11 +259,11 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](done_atom, uint64_t token) {
       if (auto next = take(self->state.pool_waits, token))
         (*next)();
+      report_idle(self);
     },
     [self](evict_atom) -> bool {
       auto& st = self->state;
-      bool idle = st.sessions.empty() && st.live.empty() && st.pool_waits.empty() && st.storage_waiters.empty()
-                  && st.status_waits == 0 && st.admission->evictable();
+      bool idle = idle_now(st);
       if (idle)
         self->quit();
       else

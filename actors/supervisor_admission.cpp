@@ -72,10 +72,15 @@ result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view log
   return out;
 }
 
+bool idle_now(const supervisor_state& st) {
+  return st.sessions.empty() && st.live.empty() && st.pool_waits.empty()
+         && st.storage_waiters.empty() && st.status_waits == 0 && st.skill_waits == 0
+         && st.admission->evictable();
+}
+
 void report_idle(self_ptr self) {
   auto& st = self->state;
-  bool idle = st.sessions.empty() && st.live.empty() && st.status_waits == 0
-              && st.admission->evictable();
+  bool idle = idle_now(st);
   if (idle == st.reported_idle)
     return;
   st.reported_idle = idle;
@@ -247,14 +252,19 @@ box_error admission_check(self_ptr self, const action_context& ctx) {
 
 box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
                       const box_error& decode_error, bool sandbox) {
-  if (auto err = pre_gate(self, ctx, facts, decode_error))
-    return err;
-  if (self->state.admission->observe_generation(ctx.placement_generation))
-    retire_stale(self);
-  // Also the first generation seen, and a commit that failed before: retried here.
-  if (auto err = persist(self))
-    return err;
-  return sandbox ? admission_gate(self, ctx) : box_error{};
+  auto err = pre_gate(self, ctx, facts, decode_error);
+  if (!err) {
+    if (self->state.admission->observe_generation(ctx.placement_generation))
+      retire_stale(self);
+    // Also the first generation seen, and a commit that failed before: retried here.
+    err = persist(self);
+  }
+  if (!err && sandbox)
+    err = admission_gate(self, ctx);
+  // A refused request ends here: a workspace first seen by it is idle from now on.
+  if (err)
+    report_idle(self);
+  return err;
 }
 
 } // namespace boxrt::supervisor_detail

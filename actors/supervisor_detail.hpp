@@ -61,8 +61,10 @@ struct supervisor_state {
   supervisor_args args;
   std::unique_ptr<workspace_admission> admission;
   std::unordered_map<std::string, session_entry> sessions;
-  /// box_status answers still gathering session usage and slots (no eviction meanwhile).
+  /// box_status answers still gathering session usage and slots, and skill requests
+  /// at the skill store (no eviction meanwhile: leaving would drop their replies).
   int64_t status_waits = 0;
+  int64_t skill_waits = 0;
   /// Session actors alive (including ones being stopped) by address, and whether their
   /// global session slot was given back already.
   struct live_session {
@@ -115,6 +117,10 @@ void release_slot(self_ptr self, const caf::actor_addr& addr);
 result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view logical);
 
 void report_idle(self_ptr self);
+
+/// Holds nothing and serves nothing: the directory may let it go. The one test of
+/// the idle report and of the eviction handshake.
+bool idle_now(const supervisor_state& st);
 
 /// Stops every session matching `pred`; calls `done(count)` once all have stopped.
 /// Entries are forgotten at once so that new requests start fresh sessions.
@@ -252,20 +258,25 @@ void resolve_skill(self_ptr self, const exec_request& req, std::function<void(st
 /// admit, prepare the spec, then find or start the session and hand it to `use`.
 template <class Promise, class Use>
 void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
-  advance_then(self, req.ctx, [self, rp, req = std::move(req), use](box_error err) mutable {
+  // A refusal ends the request: the workspace may be idle from here on.
+  auto refuse = [self](Promise& p, const box_error& err) {
+    p.deliver(to_caf_error(err));
+    report_idle(self);
+  };
+  advance_then(self, req.ctx, [self, rp, req = std::move(req), use, refuse](box_error err) mutable {
     if (err) {
-      rp.deliver(to_caf_error(err));
+      refuse(rp, err);
       return;
     }
-    resolve_skill(self, req, [self, rp, req, use](std::string skill_root) mutable {
-      admit_mounts(self, req, [self, rp, req, use, skill_root](mounts_outcome mounts) mutable {
+    resolve_skill(self, req, [self, rp, req, use, refuse](std::string skill_root) mutable {
+      admit_mounts(self, req, [self, rp, req, use, skill_root, refuse](mounts_outcome mounts) mutable {
         if (auto err = recheck_after_wait(self, req)) {
-          rp.deliver(to_caf_error(err));
+          refuse(rp, err);
           return;
         }
         auto spec = prepare_spec(self, req, skill_root, mounts);
         if (!spec) {
-          rp.deliver(to_caf_error(spec.error()));
+          refuse(rp, spec.error());
           return;
         }
         auto prepared = spec.value();

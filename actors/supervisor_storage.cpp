@@ -280,6 +280,7 @@ caf::result<storage_report> storage_analysis(self_ptr self, const action_context
     if (auto promises = take(self->state.storage_waiters, gen))
       for (auto& p : *promises)
         p.deliver(report);
+    report_idle(self);
   };
   on_pool(
     self, [config = config(self), ns = st.admission->box_ns()] { return host_entries(config, ns); },

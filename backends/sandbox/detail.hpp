@@ -375,6 +375,7 @@ class sandbox_session final : public backend_session, public std::enable_shared_
     torn_down_ = true;
     alive_ = false;
     end_sandbox();
+    workspace_fd.reset();
     leases.clear();
     if (!private_dir.empty())
       unmount_and_remove(private_dir);
@@ -396,11 +397,11 @@ class sandbox_session final : public backend_session, public std::enable_shared_
         out.memory_bytes = group->memory_bytes();
       }
     }
-    // The quota image stays mounted while a lease holds it (until teardown). Its root
-    // is a mount point the tenant cannot replace; statfs reads the filesystem's own
-    // counters and walks nothing.
+    // The quota image's root, held by descriptor since it was mounted: no path is
+    // walked here, so a tenant that swaps a folder on the way cannot point this at
+    // another filesystem. fstatfs reads the filesystem's own counters.
     struct statfs fs{};
-    if (!workspace_mount.empty() && ::statfs(workspace_mount.c_str(), &fs) == 0)
+    if (workspace_fd && ::fstatfs(workspace_fd.get(), &fs) == 0)
       out.workspace_bytes = static_cast<int64_t>((fs.f_blocks - fs.f_bfree) * static_cast<uint64_t>(fs.f_bsize));
     return out;
   }
@@ -433,8 +434,9 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   std::unique_ptr<cgroup_tree::group> group;
   std::unique_ptr<netstack> net;
   std::vector<std::shared_ptr<loop_quota::lease>> leases;
-  /// Where the workspace's quota image is mounted ("" without a quota).
-  std::string workspace_mount;
+  /// The root of the workspace's quota image, opened (O_PATH) right after it was
+  /// mounted; closed before the leases go, since it would keep the mount busy.
+  unique_fd workspace_fd;
   /// Quota leases and the uid are taken by the first launch and kept by later ones.
   bool prepared = false;
   std::function<void()> release_uid;

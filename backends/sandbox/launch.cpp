@@ -70,14 +70,14 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
     if (!lease)
       return lease.error();
     s.leases.push_back(std::move(lease.value()));
-    s.workspace_mount = spec.host_path;
+    s.workspace_fd = beneath::open_trusted(s.leases.back()->mount_point());
   } else if (!has_host && spec.workspace_quota_mb > 0) {
     auto lease = impl_->host->quota->acquire(std::string{loop_quota::ephemeral_prefix} + s.id_, s.private_dir + "/workspace",
                                        spec.workspace_quota_mb, s.uid, s.gid, true);
     if (!lease)
       return lease.error();
     s.leases.push_back(std::move(lease.value()));
-    s.workspace_mount = s.private_dir + "/workspace";
+    s.workspace_fd = beneath::open_trusted(s.leases.back()->mount_point());
   }
   if (!opts_.skills_tenants_dir.empty() && has_host) {
     if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {

@@ -102,23 +102,26 @@ void send_text(connection_ptr self, std::string text, bool holds_slot = false) {
     self->state.args.out->send(std::move(text), holds_slot);
 }
 
-void send_reply(connection_ptr self, std::string_view seq_id, const reply& r,
-                bool holds_slot = false) {
+/// Sends `r`, or the error that replaces a reply too large to send; returns the error
+/// the client gets (none for a success).
+box_error send_reply(connection_ptr self, std::string_view seq_id, const reply& r,
+                     bool holds_slot = false) {
   auto& st = self->state;
   if (!st.args.out)
-    return;
+    return r.error;
   auto text = render(seq_id, r.error, r.data_json);
   if (text.size() > st.args.max_message_bytes) {
     // The reference answers an unsendable response with this error instead (§1.5).
     spdlog::warn("net: {}: a {} byte response exceeds the message limit; sending an error",
                  st.args.peer, text.size());
-    text = render(seq_id,
-                  box_error{ec::value, "Runtime message exceeds "
-                                         + std::to_string(st.args.max_message_bytes)
-                                         + " byte limit"},
-                  "{}");
+    box_error too_large{ec::value, "Runtime message exceeds "
+                                     + std::to_string(st.args.max_message_bytes) + " byte limit"};
+    text = render(seq_id, too_large, "{}");
+    send_text(self, std::move(text), holds_slot);
+    return too_large;
   }
   send_text(self, std::move(text), holds_slot);
+  return r.error;
 }
 
 void ignore(connection_ptr self, std::string_view why) {
@@ -168,11 +171,12 @@ void finish(connection_ptr self, uint64_t token, reply r) {
   if (i == st.inflight.end())
     return; // already answered (shutdown)
   auto seq_id = std::move(i->second.seq_id);
-  record(*i->second.series, r.error, i->second.arrived);
+  auto* series = i->second.series;
+  auto arrived = i->second.arrived;
   st.inflight.erase(i);
   // The reply takes over the slot before the count drops, so the socket never sees
   // fewer slots taken than there are (see heartbeat).
-  send_reply(self, seq_id, r, true);
+  record(*series, send_reply(self, seq_id, r, true), arrived);
   report_inflight(self);
 }
 

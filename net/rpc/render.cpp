@@ -92,7 +92,11 @@ std::string status_json(const status_info& x) {
   for (const auto& s : x.sessions) {
     w.begin_object();
     w.key("session_id").value(s.session_id);
-    w.key("backend").value(s.backend_name);
+    w.key("backend");
+    if (s.backend_name.empty())
+      w.null();
+    else
+      w.value(s.backend_name);
     w.key("cpu_seconds");
     if (s.cpu_usec < 0)
       w.null();

@@ -1,5 +1,6 @@
 #include "net/ws/client.hpp"
 
+#include <chrono>
 #include <stdexcept>
 
 #include <boost/asio/connect.hpp>
@@ -57,20 +58,30 @@ http_reply http_get(const client_options& opts, const std::string& target) {
   auto endpoints = resolver.resolve(host, port, ec);
   if (ec)
     throw std::runtime_error("cannot resolve " + host + ": " + ec.message());
-  stream.connect(endpoints, ec);
-  if (ec)
-    throw std::runtime_error("cannot connect to " + opts.url + ": " + ec.message());
+  // One deadline for the whole exchange: a server that stalls cannot hang the caller.
+  constexpr auto deadline = std::chrono::seconds{10};
   http::request<http::empty_body> req{http::verb::get, target, 11};
   req.set(http::field::host, host + ":" + port);
   if (!opts.token.empty())
     req.set(http::field::authorization, "Bearer " + opts.token);
-  http::write(stream, req, ec);
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
-  if (!ec)
-    http::read(stream, buffer, res, ec);
+  const char* step = "connect";
+  stream.expires_after(deadline);
+  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+    if ((ec = e))
+      return;
+    step = "write";
+    http::async_write(stream, req, [&](beast::error_code e, size_t) {
+      if ((ec = e))
+        return;
+      step = "read";
+      http::async_read(stream, buffer, res, [&](beast::error_code e, size_t) { ec = e; });
+    });
+  });
+  io.run();
   if (ec)
-    throw std::runtime_error("GET " + target + " failed: " + ec.message());
+    throw std::runtime_error("GET " + target + " failed (" + step + "): " + ec.message());
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   return {res.result_int(), std::move(res.body())};
 }

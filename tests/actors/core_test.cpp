@@ -359,6 +359,31 @@ BOOST_AUTO_TEST_CASE(no_stateless_supervisor_stays_with_an_idle_cache_of_zero) {
                 "Stale Box placement generation");
 }
 
+BOOST_AUTO_TEST_CASE(first_uses_refused_at_the_admission_gate_leave_nothing_behind) {
+  core_fixture::options o;
+  o.admission = true;
+  o.limits.max_idle_workspaces = 0;
+  core_fixture f{o};
+  for (int i = 0; i < 5; ++i)
+    require_error(f.exec("ws-ungranted-" + std::to_string(i), "global", "echo x"), ec::admission,
+                  "Sandbox admission grant is missing");
+  BOOST_REQUIRE(wait_for_workspaces(f, 0));
+}
+
+BOOST_AUTO_TEST_CASE(a_workspace_leaves_after_its_skill_requests_not_during_them) {
+  core_fixture::options o;
+  o.limits.max_idle_workspaces = 0;
+  core_fixture f{o};
+  skill_request req;
+  req.ctx = ctx("ws-skills");
+  req.action = "box_list_skills";
+  req.data_json = "{}";
+  // Each answered: the store is not taken down under a request by an eviction.
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE((f.call<std::string>(skill_atom_v, req).ok()));
+  BOOST_REQUIRE(wait_for_workspaces(f, 0));
+}
+
 BOOST_AUTO_TEST_CASE(records_with_safety_meaning_are_kept_and_new_workspaces_refused) {
   core_fixture::options o;
   o.limits.max_admission_records = 2;
