@@ -125,7 +125,9 @@ while True:
   ~test_network() {
     ::close(host_ns);
     ::close(outer_ns);
-    sh("pkill -f " + (dir / "echo.py").string() + "; pkill -f " + (dir / "dns.py").string());
+    // The bracket keeps each pattern from matching this very shell's command line
+    // (which would end the shell before the second pkill runs).
+    sh("pkill -f '" + dir.string() + "/[e]cho.py'; pkill -f '" + dir.string() + "/[d]ns.py'");
     sh("ip netns del " + outer + " 2>/dev/null; ip netns del " + upstream + " 2>/dev/null");
     std::error_code err;
     fs::remove_all("/etc/netns/" + outer, err);
