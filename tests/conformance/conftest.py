@@ -143,18 +143,23 @@ ALL_READY = [
 ]
 
 
+# A Cloud (admission-mode) boxd on the scripted backend, which server.testing lets
+# stand in for an isolating one.
+ADMISSION_BOX = {
+    "backend": "scripted",
+    "scripted": {"available": True, "ready_keys": ALL_READY},
+    "admission": {
+        "required": True, "required_backend": "scripted", "max_sessions": 1,
+        "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+        "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+        "readiness_cache_sec": 0,
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def admission_boxd():
-    boxd = Boxd({
-        "backend": "scripted",
-        "scripted": {"available": True, "ready_keys": ALL_READY},
-        "admission": {
-            "required": True, "required_backend": "scripted", "max_sessions": 1,
-            "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-            "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-            "readiness_cache_sec": 0,
-        },
-    }, testing=True)
+    boxd = Boxd(ADMISSION_BOX, testing=True)
     yield boxd
     boxd.stop()
 

@@ -16,7 +16,7 @@ from langbot_plugin.box.errors import BoxAdmissionError
 from langbot_plugin.box.models import BoxSpec, SandboxAdmissionGrant, SandboxAdmissionRevocation
 from langbot_plugin.entities.io.context import ActionContext
 
-from conftest import ALL_READY, INSTANCE, TOKEN, Boxd, BoxConnection
+from conftest import ADMISSION_BOX, INSTANCE, TOKEN, Boxd, BoxConnection
 
 WORKSPACE = "metrics-ws-7f3a"
 EXECS = 5
@@ -26,16 +26,7 @@ REFUSALS = 3
 @pytest.fixture(scope="module")
 def metrics_boxd():
     # Its own boxd: the counters start at zero.
-    boxd = Boxd({
-        "backend": "scripted",
-        "scripted": {"available": True, "ready_keys": ALL_READY},
-        "admission": {
-            "required": True, "required_backend": "scripted", "max_sessions": 1,
-            "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-            "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-            "readiness_cache_sec": 0,
-        },
-    }, testing=True)
+    boxd = Boxd(ADMISSION_BOX, testing=True)
     yield boxd
     boxd.stop()
 
