@@ -200,7 +200,7 @@ void handle_request(connection_ptr self, envelope& req) {
   }
   if (!req.refusal.empty()) {
     metrics::boxd().decode_errors.inc();
-    record(series, box_error{ec::envelope, {}}, arrived);
+    record(series, box_error{req.refusal_class, {}}, arrived);
     send_text(self, render_encoded(req.seq_id, req.refusal));
     return;
   }

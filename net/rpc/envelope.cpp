@@ -274,12 +274,16 @@ envelope read_envelope(dom::parser& parser, const std::string& text,
   }
   if (!errors.empty()) {
     env.refusal = json::quote(box_error{ec::envelope, validation_text(errors)}.to_wire());
+    env.refusal_class = ec::envelope;
     return env;
   }
   if (f.context && !f.context->is_null()) {
     auto ctx = decode_action_context(*f.context);
     if (!ctx) {
       env.refusal = json::quote(ctx.error().to_wire());
+      env.refusal_class = ctx.error().code;
+      if (known(action))
+        env.action = action; // counted under its own name
       return env;
     }
     env.context = std::move(ctx.value());
@@ -287,6 +291,7 @@ envelope read_envelope(dom::parser& parser, const std::string& text,
   // Unknown actions fail before any check of the context's trust (§1.6).
   if (!known(action)) {
     env.refusal = not_found(f, action);
+    env.refusal_class = ec::value;
     return env;
   }
   env.action = action;

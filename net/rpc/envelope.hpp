@@ -33,6 +33,8 @@ struct envelope {
   /// request: the reply's message when the request may not run (an invalid envelope
   /// or an unknown action), already a JSON string literal; empty when it may run.
   std::string refusal;
+  /// request refused: the class of `refusal` (for the request metrics).
+  ec refusal_class = ec::none;
   /// request that may run: the action and its data (valid until the parser's next
   /// document) and its decoded context, when it has a non-null one.
   std::string_view action;

@@ -78,6 +78,11 @@ async def test_metrics_count_a_known_workload(metrics_boxd):
             await ws.send("this is not json")
             await ws.send('{"seq_id": 1, "action": "__ping", "data": {}}')
             assert '"code":0' in (await ws.recv()).replace(" ", "")
+            # Refused envelopes: an unknown action, and a request without its data.
+            await ws.send('{"seq_id": 2, "action": "box_no_such_action", "data": {}}')
+            assert "ValueError: Action box_no_such_action not found" in await ws.recv()
+            await ws.send('{"seq_id": 3, "action": "box_status"}')
+            assert "ValidationError" in await ws.recv()
 
         content_type, text = scrape(metrics_boxd, {"Authorization": f"Bearer {TOKEN}"})
         assert content_type.startswith("text/plain; version=0.0.4")
@@ -90,7 +95,9 @@ async def test_metrics_count_a_known_workload(metrics_boxd):
                      reason="sandbox_admission_grant_is_missing") == REFUSALS
         assert value(live, "boxd_sessions", state="idle", backend="scripted") == 1
         assert value(live, "boxd_session_starts_total", backend="scripted", result="ok") == 1
-        assert value(live, "boxd_decode_errors_total") == 1
+        assert value(live, "boxd_decode_errors_total") == 3
+        assert value(live, "boxd_requests_total", action="unknown", result="ValueError") == 1
+        assert value(live, "boxd_requests_total", action="unknown", result="ValidationError") == 1
         assert value(live, "boxd_revocations_total") == 0
         assert value(live, "boxd_connections") >= 1
         assert value(live, "boxd_pool_threads") >= 1
