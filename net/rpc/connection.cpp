@@ -1,6 +1,7 @@
 #include "net/rpc/connection.hpp"
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -25,9 +26,13 @@ constexpr size_t parser_keep_bytes = size_t{1} << 20;
 
 /// One action's series of the request metrics, looked up once per connection.
 struct action_series {
+  explicit action_series(std::string_view name)
+    : action(name), ok(&metrics::boxd().requests.with({name, "ok"})),
+      duration(&metrics::boxd().request_duration.with({name})) {}
+
   std::string action;
-  metrics::counter* ok = nullptr;
-  metrics::duration_histogram* duration = nullptr;
+  metrics::counter* ok;
+  metrics::duration_histogram* duration;
 };
 
 using steady = std::chrono::steady_clock;
@@ -58,8 +63,9 @@ struct connection_state {
   dom::parser parser;
   /// Requests handed to the dispatcher and not answered yet, by token (seq_id as raw JSON).
   std::unordered_map<uint64_t, inflight_request> inflight;
-  /// Metric series by action name (only names of the action table, and "unknown").
-  std::unordered_map<std::string, std::unique_ptr<action_series>> series;
+  /// Metric series by action name (only names of the action table, and "unknown"); a
+  /// map's nodes stay put, so in-flight requests point at theirs.
+  std::map<std::string, action_series, std::less<>> series;
   uint64_t next_token = 1;
   /// Frames ignored under the envelope rules (not JSON, not an object, responses, ...).
   uint64_t ignored = 0;
@@ -138,21 +144,16 @@ void report_inflight(connection_ptr self) {
     st.args.out->in_flight(st.inflight.size());
 }
 
+/// The series of a request's action. The envelope names only actions of the table; a
+/// refused request has none and counts as "unknown".
 action_series& series_of(connection_ptr self, std::string_view action) {
-  auto& st = self->state;
-  if (!known_action(action))
+  auto& series = self->state.series;
+  if (action.empty())
     action = "unknown";
-  auto i = st.series.find(std::string{action});
-  if (i != st.series.end())
-    return *i->second;
-  auto& m = metrics::boxd();
-  auto s = std::make_unique<action_series>();
-  s->action = std::string{action};
-  s->ok = &m.requests.with({action, "ok"});
-  s->duration = &m.request_duration.with({action});
-  auto& out = *s;
-  st.series.emplace(s->action, std::move(s));
-  return out;
+  auto i = series.find(action);
+  if (i == series.end())
+    i = series.emplace(std::string{action}, action_series{action}).first;
+  return i->second;
 }
 
 /// Counts one answered request.
@@ -270,8 +271,7 @@ caf::behavior connection(connection_ptr self, connection_args args) {
 
 struct heartbeat::impl {
   dom::parser parser;
-  metrics::counter* ok = nullptr;
-  metrics::duration_histogram* duration = nullptr;
+  action_series ping{"__ping"};
 };
 
 heartbeat::heartbeat() : impl_(std::make_unique<impl>()) {}
@@ -286,14 +286,8 @@ std::string heartbeat::reply_to(const std::string& text) {
   if (req.what != envelope::kind::request || !req.refusal.empty() || req.action != "__ping"
       || req.context)
     return {};
-  if (!impl_->ok) {
-    impl_->ok = &metrics::boxd().requests.with({"__ping", "ok"});
-    impl_->duration = &metrics::boxd().request_duration.with({"__ping"});
-  }
   auto out = render(req.seq_id, box_error{}, "{}");
-  impl_->ok->inc();
-  impl_->duration->observe_ns(static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - arrived).count()));
+  record(impl_->ping, {}, arrived);
   return out;
 }
 
