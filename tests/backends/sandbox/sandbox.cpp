@@ -459,6 +459,10 @@ struct rlimit_fixture : driver_fixture {
   rlimit_fixture() {
     backend.reset();
     opts.cgroup_root = ""; // as on a host without usable cgroups
+    // RLIMIT_NPROC counts every process of a uid on the host: uids of their own, so
+    // the sandboxes of suites running at the same time (the default range) never count.
+    opts.uid_first = 0x72000000u;
+    opts.uid_last = opts.uid_first + 0xff;
     backend = std::make_unique<sandbox_backend>(opts);
   }
 };
