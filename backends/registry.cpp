@@ -31,6 +31,7 @@ sandbox_options sandbox_options_for(const box_config& config, const host_options
   o.io.write_bps = config.limits.io_write_bps;
   o.io.read_iops = config.limits.io_read_iops;
   o.io.write_iops = config.limits.io_write_iops;
+  o.warm_pool = static_cast<int>(config.limits.warm_pool);
   return o;
 }
 

@@ -76,6 +76,40 @@ def memory_kib(pid: int) -> dict:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def metric_value(url: str, name: str) -> float | None:
+    """One unlabelled sample of boxd's /metrics (`url` is its ws:// address)."""
+    import urllib.request
+    http = url.replace("ws://", "http://").rsplit("/rpc/ws", 1)[0] + "/metrics"
+    try:
+        with urllib.request.urlopen(http, timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -560,13 +594,16 @@ def floor_binary(h: Harness) -> str | None:
     return out if r.returncode == 0 else None
 
 
-async def cold_execs(url: str, n: int, prefix: str) -> dict:
-    """First use of a new session (start + exec `true`), then its deletion (not timed)."""
+async def cold_execs(url: str, n: int, prefix: str, gap: float = 0.0, extra: dict | None = None) -> dict:
+    """First use of a new session in a new workspace (start + exec `true`), then its
+    deletion (not timed). `gap`: seconds between first uses (a warm pool refills)."""
     lat, errors = [], 0
     async with Conn(url) as c:
         for i in range(n):
+            if gap:
+                await asyncio.sleep(gap)
             context = ctx(f"{prefix}-{i}")
-            secs, reply = await c.call("box_exec", {"session_id": "cold", "cmd": "true"},
+            secs, reply = await c.call("box_exec", {"session_id": "cold", "cmd": "true", **(extra or {})},
                                        context, timeout=120)
             if reply.get("code") != 0:
                 errors += 1
@@ -600,15 +637,22 @@ def w_sandbox(h: Harness) -> None:
         log("  real sandboxes need root; skipped")
         h.results["workloads"]["sandbox"] = res
         return
+    # (name, start, warm rows too). The pool-off rows show the normal start: what a
+    # workspace with a uid, network on or a quota pays, and a new one when the pool is
+    # empty; the quota row adds its image (made at the first use, then mounted).
     plans = []
     if os.access(h.nsjail, os.X_OK):
         plans.append(("reference nsjail", lambda: h.start_reference(
-            "reference nsjail (INFO)", "INFO", backend="nsjail")))
+            "reference nsjail (INFO)", "INFO", backend="nsjail"), True))
     if shutil.which("bwrap"):
-        plans.append(("boxd bwrap", lambda: h.start_boxd("boxd bwrap", {"backend": "bwrap"})))
+        plans.append(("boxd bwrap", lambda: h.start_boxd("boxd bwrap", {"backend": "bwrap"}), True))
+        plans.append(("boxd bwrap, warm pool off", lambda: h.start_boxd(
+            "boxd bwrap, warm pool off", {"backend": "bwrap", "limits": {"warm_pool": 0}}), False))
     if os.access(h.nsjail, os.X_OK):
-        plans.append(("boxd nsjail", lambda: h.start_boxd("boxd nsjail", {"backend": "nsjail"})))
-    for name, make in plans:
+        plans.append(("boxd nsjail", lambda: h.start_boxd("boxd nsjail", {"backend": "nsjail"}), True))
+        plans.append(("boxd nsjail, warm pool off", lambda: h.start_boxd(
+            "boxd nsjail, warm pool off", {"backend": "nsjail", "limits": {"warm_pool": 0}}), False))
+    for name, make, warm in plans:
         try:
             s = make()
         except RuntimeError as exc:
@@ -616,7 +660,18 @@ def w_sandbox(h: Harness) -> None:
             res["rows"].append({"server": name, "error": str(exc)[:500]})
             continue
         row = {"server": name, "kind": s.kind}
-        for n in (1, 4):
+        if s.kind == "boxd" and warm:
+            # The pool's cost: its processes and their memory, once it is full.
+            deadline = time.monotonic() + 30
+            while (metric_value(s.url, "boxd_warm_pool_ready") or 0) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            procs = descendants(s.pid)
+            pss = sum(memory_kib(p).get("pss_kib", 0) for p in procs if os.path.exists(f"/proc/{p}"))
+            row["pool"] = {"sandboxes": metric_value(s.url, "boxd_warm_pool_ready"),
+                           "processes": len(procs), "pss_kib": pss}
+            log(f"  {name}: warm pool of {row['pool']['sandboxes']:.0f}: {len(procs)} processes, "
+                f"PSS {pss} KiB")
+        for n in ((1, 4) if warm else ()):
             r = h.run_boxbench(s, "exec", n, True, a.seconds)
             row[f"warm_{n}"] = r
             if "error" in r:
@@ -625,10 +680,22 @@ def w_sandbox(h: Harness) -> None:
                 log(f"  {name}: warm exec `true` over the wire, {n} conn: p50 "
                     f"{r['p50_us']/1000:.3f} ms p99 {r['p99_us']/1000:.3f} ms "
                     f"{r['round_trips_per_s']:.0f}/s errors {r['errors']}")
-        cold = asyncio.run(cold_execs(s.url, a.cold_runs, "cold"))
+        cold = asyncio.run(cold_execs(s.url, a.cold_runs, "cold", gap=0.25))
         row["cold"] = cold
-        log(f"  {name}: cold first use (start + exec) p50 {cold['p50_ms']:.2f} ms "
-            f"p99 {cold['p99_ms']:.2f} ms ({cold['runs']} runs, {cold['errors']} errors)")
+        log(f"  {name}: cold first use (start + exec), new workspace, 0.25 s apart: p50 "
+            f"{cold['p50_ms']:.2f} ms p99 {cold['p99_ms']:.2f} ms ({cold['runs']} runs, "
+            f"{cold['errors']} errors)")
+        if s.kind == "boxd" and warm:
+            b2b = asyncio.run(cold_execs(s.url, a.cold_runs, "cold-b2b"))
+            row["cold_back_to_back"] = b2b
+            log(f"  {name}: cold first use back to back (the pool drains): p50 "
+                f"{b2b['p50_ms']:.2f} ms p99 {b2b['p99_ms']:.2f} ms")
+        if s.kind == "boxd" and not warm:
+            q = asyncio.run(cold_execs(s.url, a.cold_runs, "cold-quota", gap=0.25,
+                                       extra={"workspace_quota_mb": 16}))
+            row["cold_quota"] = q
+            log(f"  {name}: cold first use with a 16 MB quota image (made, then mounted): p50 "
+                f"{q['p50_ms']:.2f} ms p99 {q['p99_ms']:.2f} ms ({q['errors']} errors)")
         res["rows"].append(row)
         h.stop(s)
     h.results["workloads"]["sandbox"] = res

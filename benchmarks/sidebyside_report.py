@@ -372,6 +372,34 @@ def report(res: dict, images: list[tuple[str, str]], image_dir: str, legacy: str
                      f"warm 4 conns throughput boxd/reference "
                      f"{ratio(bxn['warm_4'].get('round_trips_per_s'), refn['warm_4'].get('round_trips_per_s'))}."
                      " The reference runs one nsjail process per exec; boxd keeps the sandbox.\n")
+        # Cold start: the warm pool against the normal start, each against the reference.
+        refc = (refn or {}).get("cold", {}).get("p50_ms")
+        crow = []
+        for r in sb.get("rows", []):
+            if "error" in r:
+                continue
+            for key, what in (("cold", "new workspace, 0.25 s apart"),
+                              ("cold_back_to_back", "new workspace, back to back"),
+                              ("cold_quota", "new workspace, 16 MB quota image")):
+                c = r.get(key)
+                if not c:
+                    continue
+                crow.append([r["server"], what, f(c.get("p50_ms"), " ms", 2), f(c.get("p99_ms"), " ms", 2),
+                             ratio(c.get("p50_ms"), refc, 2) if refc else "–", str(c.get("errors", 0))])
+        if crow:
+            L.append("### Cold start\n")
+            L.append("First exec of a new session in a new workspace (standard mode, network off). "
+                     "boxd's rows with the warm pool (`box.limits.warm_pool`, default 2) adopt a "
+                     "sandbox started ahead; *warm pool off* is the normal start, which workspaces "
+                     "with a uid, network on or a quota take. Back to back, the pool drains and "
+                     "first uses wait for a start under way. **×reference = p50 / the reference "
+                     "nsjail's cold p50: lower is better (target ≤ 0.5×).**\n")
+            L.append(table(["", "first use", "p50", "p99", "×reference", "errors"], crow) + "\n")
+        pools = [(r["server"], r["pool"]) for r in sb.get("rows", []) if r.get("pool")]
+        if pools:
+            L.append("Warm pool cost, once full: " + "; ".join(
+                f"{n}: {p.get('sandboxes') or 0:.0f} sandboxes, {p['processes']} processes, "
+                f"PSS {p['pss_kib'] / 1024:.1f} MiB" for n, p in pools) + ".\n")
 
     rows = w.get("revocation")
     if isinstance(rows, list) and rows:

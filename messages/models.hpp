@@ -300,6 +300,9 @@ struct runtime_limits {
   /// revision) kept alive for a quick next use; past this the least recently idle one
   /// leaves. Bounds what first uses refused in new workspaces leave behind.
   int64_t max_idle_workspaces = 256;             // 0..250000
+  /// Sandboxes (bwrap, nsjail) started ahead, without a workspace, for new workspaces
+  /// to adopt at their first use (docs/sandbox.md "Warm pool"); 0 disables.
+  int64_t warm_pool = 2;                         // 0..16
 
   friend bool operator==(const runtime_limits&, const runtime_limits&) = default;
 };

@@ -86,6 +86,25 @@ void uid_allocator::release(const std::string& session) {
   by_key_.erase(it);
 }
 
+bool uid_allocator::is_new_workspace(const std::string& real_path, uint32_t owner) const {
+  std::lock_guard lock{mtx_};
+  return !by_key_.contains(real_path) && !(owner >= first_ && owner <= last_ && !by_uid_.contains(owner));
+}
+
+bool uid_allocator::give_to_workspace(const std::string& session, const std::string& real_path, uint32_t owner) {
+  std::lock_guard lock{mtx_};
+  if (by_key_.contains(real_path) || (owner >= first_ && owner <= last_ && !by_uid_.contains(owner)))
+    return false;
+  auto it = by_key_.find(session_key(session));
+  if (it == by_key_.end())
+    return false;
+  auto uid = it->second;
+  by_key_.erase(it);
+  by_key_[real_path] = uid;
+  by_uid_[uid] = real_path;
+  return true;
+}
+
 size_t uid_allocator::assigned() const {
   std::lock_guard lock{mtx_};
   return by_key_.size();

@@ -34,6 +34,16 @@ class uid_allocator {
   result<uint32_t> for_session(const std::string& session);
   void release(const std::string& session);
 
+  /// Gives the uid `session` holds to the new workspace whose own folder is `real_path`
+  /// (owned now by `owner`): a warm sandbox adopted by a first use. False, changing
+  /// nothing, when that workspace has a uid already (recorded, or `owner` is one
+  /// for_workspace would keep) or the session holds none; then the normal path applies.
+  bool give_to_workspace(const std::string& session, const std::string& real_path, uint32_t owner);
+
+  /// True when for_workspace would hand the workspace a uid it does not have yet.
+  bool is_new_workspace(const std::string& real_path, uint32_t owner) const;
+
+
   /// The workspace folders and sessions that hold a uid now.
   size_t assigned() const;
 

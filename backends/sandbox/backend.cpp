@@ -164,7 +164,9 @@ sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_uniq
   ::chmod(stage_root_.c_str(), 0755);
 }
 
-sandbox_backend::~sandbox_backend() = default;
+sandbox_backend::~sandbox_backend() {
+  stop_pool();
+}
 
 result<std::shared_ptr<backend_session>> sandbox_backend::start_session(const box_spec& spec) {
   return start(spec, false);
@@ -214,6 +216,12 @@ result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& 
         return e;
   if (auto e = mount_targets_error(spec))
     return e;
+  if (!own_paths)
+    if (auto warm = adopt(spec)) {
+      spdlog::debug("{}: session {} adopted the warm sandbox {} (pid {})", name(), spec.session_id, warm->id(),
+                    warm->pid);
+      return std::shared_ptr<backend_session>{std::move(warm)};
+    }
   if (auto e = prepare(*s)) {
     s->teardown();
     return e;
@@ -342,6 +350,13 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
   for (auto& [name, m] : want) {
     if (view.mounted.contains(name))
       continue;
+    // The workspace's skill storage is mounted by the first exec that needs it.
+    if (m.runtime_owned && !own_storage.empty() && !opts_.skills_tenants_dir.empty() && !s.skill_lease) {
+      auto lease = impl_->host->quota->acquire("skills-" + tenant, own_storage, opts_.skills_quota_mb, s.uid, s.gid);
+      if (!lease)
+        return lease.error();
+      s.skill_lease = std::move(lease.value());
+    }
     auto source = beneath::open_trusted(m.host_path, O_PATH | O_DIRECTORY);
     if (!source)
       return make_box_error(ec::box_error, what + " package " + m.host_path + " does not exist");
@@ -533,8 +548,18 @@ result<backend::skill_storage> sandbox_backend::acquire_skill_storage(const std:
 void sandbox_backend::cleanup_orphans() {
   // Once per state directory: a backend selected by box_init beside one that still
   // lives (a skill store may hold it) must not take that one's mounts away.
-  if (!unavailable_.empty() || impl_->host->orphans_cleaned.exchange(true))
+  if (!unavailable_.empty())
     return;
+  // The pool fills once the state is clean (its sandboxes live in it too).
+  auto start_pool = [&] {
+    std::lock_guard lock{impl_->pool.mtx};
+    if (opts_.warm_pool > 0 && !impl_->pool.filler.joinable() && !impl_->pool.stop)
+      impl_->pool.filler = std::thread{[this] { fill_pool(); }};
+  };
+  if (impl_->host->orphans_cleaned.exchange(true)) {
+    start_pool();
+    return;
+  }
   // Everything an earlier run of this boxd left: its sandboxes (all inside its own
   // cgroups), its quota mounts, its private session folders.
   if (impl_->host->cgroups)
@@ -542,6 +567,7 @@ void sandbox_backend::cleanup_orphans() {
   impl_->host->quota->cleanup_recorded();
   unmount_and_remove(opts_.state_dir + "/sessions");
   unmount_and_remove(opts_.state_dir + "/probe");
+  start_pool();
 }
 
 std::string sandbox_backend::self_test() {

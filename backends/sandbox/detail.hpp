@@ -376,6 +376,7 @@ class sandbox_session final : public backend_session, public std::enable_shared_
     alive_ = false;
     end_sandbox();
     workspace_fd.reset();
+    skill_lease.reset();
     leases.clear();
     if (!private_dir.empty())
       unmount_and_remove(private_dir);
@@ -437,8 +438,15 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// The root of the workspace's quota image, opened (O_PATH) right after it was
   /// mounted; closed before the leases go, since it would keep the mount busy.
   unique_fd workspace_fd;
+  /// The workspace's skill storage image, mounted by the first exec that mounts a skill
+  /// of boxd's own store (sync_view), never on the start path.
+  std::shared_ptr<loop_quota::lease> skill_lease;
   /// Quota leases and the uid are taken by the first launch and kept by later ones.
   bool prepared = false;
+  /// Started for the warm pool: its workspace mount point shows the session's own
+  /// empty folder, and its skills view is not inside yet, until a first use adopts it
+  /// (sandbox_backend::adopt attaches both inside its mount namespace).
+  bool pooled = false;
   std::function<void()> release_uid;
   /// `<state>/sessions/<sid>`: the private workspace, the io folder, the skills view.
   std::string private_dir;
@@ -641,6 +649,19 @@ class launcher_thread {
 
 struct sandbox_backend::impl {
   launcher_thread launcher;
+  /// The warm pool (sandbox_backend::fill_pool keeps it at opts.warm_pool).
+  struct {
+    mutable std::mutex mtx;
+    mutable std::condition_variable cv;
+    std::deque<std::shared_ptr<sandbox_session>> ready;
+    size_t starting = 0;
+    /// First uses waiting for a sandbox that is starting (never more than `starting`).
+    size_t waiting = 0;
+    uint64_t adopted = 0;
+    uint64_t empty = 0;
+    bool stop = false;
+    std::thread filler;
+  } pool;
   std::shared_ptr<host_state> host;
   std::atomic<uint64_t> next_id{1};
   std::mutex probe_mtx;

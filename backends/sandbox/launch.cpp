@@ -79,15 +79,8 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
     s.leases.push_back(std::move(lease.value()));
     s.workspace_fd = beneath::open_trusted(s.leases.back()->mount_point());
   }
-  if (!opts_.skills_tenants_dir.empty() && has_host) {
-    if (auto name = managed_tenant_name(spec.host_path); !name.empty()) {
-      auto lease = impl_->host->quota->acquire("skills-" + name, skill_storage_dir(name),
-                                         opts_.skills_quota_mb, s.uid, s.gid);
-      if (!lease)
-        return lease.error();
-      s.leases.push_back(std::move(lease.value()));
-    }
-  }
+  // The workspace's skill storage image is mounted when an exec first mounts one of its
+  // skills (sync_view): formatting and mounting it is not for the start path.
   s.prepared = true;
   return {};
 }
@@ -166,7 +159,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // them later (per exec) appears in the sandbox: skills at <mount_path>/.skills (a
   // read-only workspace cannot take that mount point, so it gets none), artifacts at
   // /opt/langbot-artifacts.
-  auto make_view = [&](mount_view& v, const char* name, std::string target) -> box_error {
+  auto make_view = [&](mount_view& v, const char* name, std::string target, bool stage = true) -> box_error {
     auto dir = s.private_dir + "/" + name;
     fs::create_directories(dir, err);
     if (err || ::mount("boxrt-view", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0)
@@ -175,10 +168,12 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     v.target = std::move(target);
     if (::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
       return make_box_error(ec::box_error, std::string{"cannot share the "} + name + " view: " + std::strerror(errno));
-    return open_source(dir, mount_mode::ro, false);
+    return stage ? open_source(dir, mount_mode::ro, false) : box_error{};
   };
+  // A warm sandbox gets its skills view with its workspace, when it is adopted: the
+  // workspace's mount would cover one made now.
   if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro)
-    if (auto e = make_view(s.skills, "skills", spec.mount_path + "/.skills"))
+    if (auto e = make_view(s.skills, "skills", spec.mount_path + "/.skills", !s.pooled))
       return e;
   if (auto e = make_view(s.artifacts, "artifacts", std::string{artifact_mount_root}))
     return e;
@@ -235,7 +230,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   }
 
   const bool nsjail = opts_.driver == sandbox_driver::nsjail;
-  auto args = build_args(spec, child_seccomp_fd, network, !s.skills.dir.empty(), uid);
+  auto args = build_args(spec, child_seccomp_fd, network, !s.skills.dir.empty() && !s.pooled, uid);
   // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
   // nsjail's take ':' as their separator, so a path holding one is refused there.
   for (size_t i = 1; i < args.size(); ++i) {
@@ -467,7 +462,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   s.ns_pid = nsjail ? only_child_of(pid) : child_pid_of(read_available(info_read.get()));
   if (s.ns_pid > 0)
     s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
-  if (nsjail) {
+  if (nsjail || s.pooled) {
+    // nsjail: views take their mounts in there; a warm sandbox: its workspace, later.
     if (s.ns_pid > 0)
       s.mnt_ns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
     if (!s.ns_pidfd || !s.mnt_ns || s.died())

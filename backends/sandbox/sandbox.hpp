@@ -8,6 +8,7 @@
 // backends/nsjail/args.cpp). See docs/sandbox.md.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,18 @@ struct sandbox_options {
   int64_t pids_overhead = 3;
   /// How long a sandbox may take to report ready.
   int start_timeout_ms = 15000;
+  /// Sandboxes started ahead without a workspace (box.limits.warm_pool; 0 = none): a
+  /// first use in a new workspace that fits (see pool_fits) adopts one instead of
+  /// starting a sandbox. The pool fills once cleanup_orphans has run.
+  int warm_pool = 0;
+};
+
+/// What the warm pool holds and has done (tests, logs).
+struct warm_pool_status {
+  size_t ready = 0;
+  size_t starting = 0;
+  uint64_t adopted = 0;
+  uint64_t empty = 0;
 };
 
 class sandbox_backend : public backend {
@@ -122,7 +135,22 @@ class sandbox_backend : public backend {
                                                                  const process_spec& spec) override;
   void stop_session(backend_session& session) override;
   usage session_usage(backend_session& session) override;
+  /// Cleans what an earlier run left (once per state directory), then starts filling
+  /// the warm pool.
   void cleanup_orphans() override;
+
+  /// The warm pool now.
+  warm_pool_status pool_status() const;
+
+  /// Waits until `n` warm sandboxes are ready, at most `timeout`; false on the timeout.
+  bool wait_pool_ready(size_t n, std::chrono::milliseconds timeout) const;
+
+  /// True when a first use of `spec` may adopt a warm sandbox: a writable host path or
+  /// none, network off, no workspace quota, and the limits, mount path and read-only root
+  /// the pool's sandboxes were started with (the defaults); no mount beyond the per-exec
+  /// ones. Whether a host path's workspace is new (has no uid yet) is judged when it
+  /// adopts.
+  bool pool_fits(const box_spec& spec) const;
   result<skill_storage> acquire_skill_storage(const std::string& dir) override;
   box_error check_spec(const box_spec& spec) const override;
 
@@ -147,6 +175,16 @@ class sandbox_backend : public backend {
 
   /// Starts a sandbox for `s` (again, after the last one died).
   box_error launch(sandbox_session& s);
+
+  /// The warm pool: one sandbox started ahead (session uid, private placeholder
+  /// workspace, no skills view inside yet), the thread that keeps the pool full, and a
+  /// first use taking one. `adopt` returns null when none fits or is ready, or the
+  /// workspace is not new: the caller starts a sandbox the normal way.
+  result<std::shared_ptr<sandbox_session>> start_warm();
+  void fill_pool();
+  void stop_pool();
+  std::shared_ptr<sandbox_session> adopt(const box_spec& spec);
+  box_error attach_workspace(sandbox_session& s, const box_spec& spec, int folder);
 
   /// Replaces the sandbox of `s` when it has died. Called with s.exec_mtx held.
   box_error revive(sandbox_session& s);

@@ -233,6 +233,10 @@ std::string render(const scrape_values& extra) {
              static_cast<int64_t>(m.decode_errors.value()));
   render_one(out, "boxd_exec_timeouts_total", "Commands that ran past their timeout.",
              kind::counter, static_cast<int64_t>(m.exec_timeouts.value()));
+  render_one(out, "boxd_warm_pool_ready", "Warm sandboxes ready for a new workspace.", kind::gauge,
+             m.warm_pool_ready.value());
+  render_family(out, "boxd_warm_pool_takes_total",
+                "First uses that fit the warm pool, by result (adopted, empty).", m.warm_pool_takes);
   render_one(out, "boxd_outbound_queue_bytes", "Bytes queued for clients on all connections.",
              kind::gauge, m.outbound_queue_bytes.value());
   render_one(out, "boxd_workspaces", "Workspaces with a supervisor actor.", kind::gauge,

@@ -111,6 +111,11 @@ struct boxd_metrics {
   gauge workspaces;
   /// Commands that ran past their timeout.
   counter exec_timeouts;
+  /// Warm sandboxes waiting for a new workspace (box.limits.warm_pool).
+  gauge warm_pool_ready;
+  /// First uses that fit the warm pool: result adopted (took a warm sandbox) or empty
+  /// (none was ready: the normal start).
+  family<counter> warm_pool_takes{{"result"}};
 };
 
 boxd_metrics& boxd();

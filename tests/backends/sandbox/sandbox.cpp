@@ -240,9 +240,32 @@ BOOST_FIXTURE_TEST_CASE(writing_past_the_quota_fails_with_enospc_and_the_data_pe
   BOOST_TEST(!fs::exists(path + "/small"));
   auto again = start(s);
   BOOST_TEST(run(*again, s, "cat /workspace/small").stdout_text == "kept");
-  // The workspace's skill storage has an image of its own, in boxd's state folder.
-  BOOST_TEST(fs::exists(backend->skill_storage_dir("ws-cccccccccccccccccccccccc") + "/lost+found"));
+  // The workspace's skill storage image is not made on the start path: only when an exec
+  // mounts a skill of boxd's own store (next test), or the store asks for it.
+  BOOST_TEST(!fs::exists(backend->skill_storage_dir("ws-cccccccccccccccccccccccc") + "/lost+found"));
   backend->stop_session(*again);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_first_exec_with_a_stored_skill_mounts_the_skill_storage, driver_fixture) {
+  const std::string name = "ws-cccccccccccccccccccccccd";
+  {
+    // The store writes a package, then lets its image go.
+    auto storage = backend->acquire_skill_storage(opts.skills_tenants_dir + "/" + name);
+    BOOST_REQUIRE(storage);
+    fs::create_directories(storage->root + "/pkg");
+    std::ofstream{storage->root + "/pkg/SKILL.md"} << "stored skill";
+  }
+  BOOST_TEST(!fs::exists(backend->skill_storage_dir(name) + "/pkg"));
+  auto s = spec("stored", tenant(name.substr(3)));
+  auto session = start(s);
+  auto with = s;
+  with.extra_mounts = {
+    mount_spec{backend->skill_storage_dir(name) + "/pkg", "/workspace/.skills/pkg", mount_mode::ro, {}, {}, true}};
+  BOOST_TEST(run(*session, with, "cat /workspace/.skills/pkg/SKILL.md").stdout_text == "stored skill");
+  BOOST_TEST(fs::exists(backend->skill_storage_dir(name) + "/pkg/SKILL.md"));
+  backend->stop_session(*session);
+  // The session's hold went with it.
+  BOOST_TEST(!fs::exists(backend->skill_storage_dir(name) + "/pkg"));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_hosts_own_skill_store_under_the_skills_root_stays_visible, driver_fixture) {
