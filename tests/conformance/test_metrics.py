@@ -128,3 +128,24 @@ def test_metrics_need_the_control_token(metrics_boxd):
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=10)
     assert err.value.code == 405
+
+
+async def test_a_new_workspaces_first_use_adopts_a_warm_sandbox(bwrap_boxd, sandboxed_box):
+    """The default warm pool on bwrap: a first use in a new workspace takes a sandbox
+    started ahead (or the one starting), and the scrape says so."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    before = samples(scrape(bwrap_boxd, auth)[1])
+    c = ActionContext(instance_uuid=INSTANCE, workspace_uuid="warm-pool-ws", placement_generation=1)
+    first = await sandboxed_box.execute(BoxSpec(session_id="warm", cmd="id -u; ls -a /workspace"),
+                                        action_context=c)
+    assert first.exit_code == 0 and int(first.stdout.split()[0]) >= 0x70000000
+    assert ".skills" in first.stdout.split()
+    after = samples(scrape(bwrap_boxd, auth)[1])
+    adopted = "boxd_warm_pool_takes_total"
+    assert value(after, adopted, result="adopted") == value(before, adopted, result="adopted") + 1
+    # Without a host path each session has a folder of its own: a second one adopts too,
+    # and the two never share a uid.
+    second = await sandboxed_box.execute(BoxSpec(session_id="other", cmd="id -u"), action_context=c)
+    assert second.stdout != first.stdout.split()[0]
+    again = samples(scrape(bwrap_boxd, auth)[1])
+    assert value(again, adopted, result="adopted") == value(after, adopted, result="adopted") + 1

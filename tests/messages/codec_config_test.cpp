@@ -30,6 +30,9 @@ BOOST_AUTO_TEST_CASE(every_limit_accepts_its_bounds) {
   BOOST_CHECK_EQUAL(high.max_sessions, 5000);
   BOOST_CHECK_EQUAL(high.max_rpc_file_bytes, 104857600);
   BOOST_CHECK_EQUAL(high.max_sessions_per_workspace, 5000);
+  BOOST_CHECK_EQUAL(runtime_limits{}.warm_pool, 2);
+  BOOST_CHECK_EQUAL(check_ok(limits_from(R"({"warm_pool":0})")).warm_pool, 0);
+  BOOST_CHECK_EQUAL(check_ok(limits_from(R"({"warm_pool":16})")).warm_pool, 16);
 }
 
 BOOST_AUTO_TEST_CASE(every_limit_reports_its_range) {
@@ -46,6 +49,8 @@ BOOST_AUTO_TEST_CASE(every_limit_reports_its_range) {
     {R"({"max_timeout_sec":0})", "box.limits.max_timeout_sec must be between 1 and 86400"},
     {R"({"max_sessions_per_workspace":0})", "box.limits.max_sessions_per_workspace must be between 1 and 5000"},
     {R"({"max_sessions":18446744073709551615})", "box.limits.max_sessions must be between 0 and 5000"},
+    {R"({"warm_pool":17})", "box.limits.warm_pool must be between 0 and 16"},
+    {R"({"warm_pool":-1})", "box.limits.warm_pool must be between 0 and 16"},
   };
   for (const auto& [text, message] : cases) {
     BOOST_TEST_CONTEXT(text) { check_error(limits_from(text), ec::value, message); }
