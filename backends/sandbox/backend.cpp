@@ -554,7 +554,7 @@ void sandbox_backend::cleanup_orphans() {
   auto start_pool = [&] {
     std::lock_guard lock{impl_->pool.mtx};
     if (opts_.warm_pool > 0 && !impl_->pool.filler.joinable() && !impl_->pool.stop)
-      impl_->pool.filler = std::thread{[this] { fill_pool(); }};
+      impl_->pool.filler = std::thread{[this, generation = ++impl_->host->pool_generation] { fill_pool(generation); }};
   };
   if (impl_->host->orphans_cleaned.exchange(true)) {
     start_pool();

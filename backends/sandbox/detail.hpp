@@ -235,6 +235,8 @@ struct host_state {
   /// is started from it (nsjail --execute_fd), so the build folder's path never shows.
   unique_fd init_image;
   std::atomic<bool> orphans_cleaned{false};
+  /// Which backend of this folder runs the warm pool: the last one to start it.
+  std::atomic<uint64_t> pool_generation{0};
 };
 
 /// The workspace's managed tenant folder name ("ws-<24 hex>") when `host_path` is one.

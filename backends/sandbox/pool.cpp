@@ -40,16 +40,32 @@ bool sandbox_backend::pool_fits(const box_spec& spec) const {
          && extra_mount_key(spec).empty();
 }
 
+namespace {
+
+warm_pool_status status_of(const auto& p) {
+  warm_pool_status out{p.ready.size(), p.starting, p.adopted, p.empty, {}};
+  for (auto& s : p.ready)
+    out.pids.push_back(s->ns_pid);
+  return out;
+}
+
+} // namespace
+
 warm_pool_status sandbox_backend::pool_status() const {
   auto& p = impl_->pool;
   std::lock_guard lock{p.mtx};
-  return {p.ready.size(), p.starting, p.adopted, p.empty};
+  return status_of(p);
+}
+
+bool sandbox_backend::wait_pool(const std::function<bool(const warm_pool_status&)>& done,
+                                std::chrono::milliseconds timeout) const {
+  auto& p = impl_->pool;
+  std::unique_lock lock{p.mtx};
+  return p.cv.wait_for(lock, timeout, [&] { return done(status_of(p)); });
 }
 
 bool sandbox_backend::wait_pool_ready(size_t n, std::chrono::milliseconds timeout) const {
-  auto& p = impl_->pool;
-  std::unique_lock lock{p.mtx};
-  return p.cv.wait_for(lock, timeout, [&] { return p.ready.size() >= n; });
+  return wait_pool([n](const warm_pool_status& st) { return st.ready >= n; }, timeout);
 }
 
 result<std::shared_ptr<sandbox_session>> sandbox_backend::start_warm() {
@@ -77,14 +93,38 @@ result<std::shared_ptr<sandbox_session>> sandbox_backend::start_warm() {
   return s;
 }
 
-void sandbox_backend::fill_pool() {
+void sandbox_backend::fill_pool(uint64_t generation) {
   auto& p = impl_->pool;
   const auto want = static_cast<size_t>(opts_.warm_pool);
   std::shared_ptr<sandbox_session> leftover;
+  std::vector<std::shared_ptr<sandbox_session>> dead;
+  // One pool per state directory: a backend made later for it (box_init naming the
+  // other driver) takes over, and this one's sandboxes go.
+  auto superseded = [&] { return impl_->host->pool_generation.load() != generation; };
   std::unique_lock lock{p.mtx};
-  while (!p.stop) {
+  while (!p.stop && !superseded()) {
+    // Sandboxes killed from outside while they waited are replaced now, not found by a
+    // first use; their teardown runs here, off any request's path.
+    for (auto it = p.ready.begin(); it != p.ready.end();) {
+      if ((*it)->died()) {
+        dead.push_back(std::move(*it));
+        it = p.ready.erase(it);
+        metrics::boxd().warm_pool_ready.add(-1);
+      } else {
+        ++it;
+      }
+    }
+    if (!dead.empty()) {
+      lock.unlock();
+      for (auto& d : dead)
+        d->teardown();
+      dead.clear();
+      lock.lock();
+      p.cv.notify_all();
+      continue;
+    }
     if (p.ready.size() + p.starting >= want) {
-      p.cv.wait(lock);
+      p.cv.wait_for(lock, std::chrono::seconds{1});
       continue;
     }
     ++p.starting;
@@ -106,9 +146,16 @@ void sandbox_backend::fill_pool() {
       p.cv.wait_for(lock, std::chrono::seconds{5}, [&] { return p.stop; });
     }
   }
+  std::deque<std::shared_ptr<sandbox_session>> left;
+  if (superseded()) {
+    left.swap(p.ready);
+    metrics::boxd().warm_pool_ready.add(-static_cast<int64_t>(left.size()));
+  }
   lock.unlock();
   if (leftover)
     leftover->teardown();
+  for (auto& s : left)
+    s->teardown();
 }
 
 void sandbox_backend::stop_pool() {
@@ -158,9 +205,11 @@ std::shared_ptr<sandbox_session> sandbox_backend::adopt(const box_spec& spec) {
     // A sandbox already starting is ready sooner than a fresh start would be: wait for
     // it, but only as many first uses as there are sandboxes starting (a burst beyond
     // that starts its own in parallel).
+    // The wait is short (a start takes 7-20 ms here): a start that hangs or fails costs
+    // a first use at most this much before it starts its own.
     if (p.ready.empty() && p.starting > p.waiting) {
       ++p.waiting;
-      p.cv.wait_for(lock, std::chrono::milliseconds{opts_.start_timeout_ms},
+      p.cv.wait_for(lock, std::chrono::milliseconds{std::min(opts_.start_timeout_ms, 250)},
                     [&] { return p.stop || !p.ready.empty() || p.starting == 0; });
       --p.waiting;
     }
@@ -233,8 +282,13 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
     if (!copy)
       return copy.error();
     ws = std::move(copy.value());
+    // nosuid and nodev as bwrap's and nsjail's binds; a slave, as the normal start's copy
+    // is (through the launcher's slave namespace): a copy of a shared host mount would
+    // otherwise be the host's peer, and what goes onto it inside (the skills view, the
+    // skills nsjail attaches per exec) would appear on the host too.
     mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV; // as bwrap's and nsjail's binds
+    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    attr.propagation = MS_SLAVE;
     if (::mount_setattr(ws.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return fail("restrict the workspace mount", errno);
   }

@@ -9,10 +9,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -94,6 +96,8 @@ struct warm_pool_status {
   size_t starting = 0;
   uint64_t adopted = 0;
   uint64_t empty = 0;
+  /// The first process of each ready sandbox (sandbox_pid).
+  std::vector<pid_t> pids;
 };
 
 class sandbox_backend : public backend {
@@ -145,6 +149,10 @@ class sandbox_backend : public backend {
   /// Waits until `n` warm sandboxes are ready, at most `timeout`; false on the timeout.
   bool wait_pool_ready(size_t n, std::chrono::milliseconds timeout) const;
 
+  /// Waits until `done` holds for the pool's status (checked at each change), at most
+  /// `timeout`; false on the timeout.
+  bool wait_pool(const std::function<bool(const warm_pool_status&)>& done, std::chrono::milliseconds timeout) const;
+
   /// True when a first use of `spec` may adopt a warm sandbox: a writable host path or
   /// none, network off, no workspace quota, and the limits, mount path and read-only root
   /// the pool's sandboxes were started with (the defaults); no mount beyond the per-exec
@@ -181,7 +189,7 @@ class sandbox_backend : public backend {
   /// first use taking one. `adopt` returns null when none fits or is ready, or the
   /// workspace is not new: the caller starts a sandbox the normal way.
   result<std::shared_ptr<sandbox_session>> start_warm();
-  void fill_pool();
+  void fill_pool(uint64_t generation);
   void stop_pool();
   std::shared_ptr<sandbox_session> adopt(const box_spec& spec);
   box_error attach_workspace(sandbox_session& s, const box_spec& spec, int folder);

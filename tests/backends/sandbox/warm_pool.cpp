@@ -5,7 +5,11 @@
 // pool refills and leaves nothing behind when it stops.
 #include "backends/sandbox/sandbox.hpp"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -13,6 +17,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
 
 #include "sandbox_fixture.hpp"
 
@@ -47,6 +54,30 @@ struct pool_fixture : testing::sandbox_fixture {
 struct pool_of_two : pool_fixture {
   pool_of_two() : pool_fixture(2) {}
 };
+
+/// SIGKILLs process `pid` and waits (bounded) until it has exited.
+bool kill_and_wait(pid_t pid) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0 || ::kill(pid, SIGKILL) != 0)
+    return false;
+  pollfd p{fd, POLLIN, 0};
+  bool gone = ::poll(&p, 1, 20000) == 1;
+  ::close(fd);
+  return gone;
+}
+
+/// Mount points at or below `dir` in boxd's (this process's) mount namespace.
+size_t mounts_below(const std::string& dir) {
+  std::ifstream in{"/proc/self/mountinfo"};
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields{line};
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    n += point == dir || point.starts_with(dir + "/");
+  }
+  return n;
+}
 
 } // namespace
 
@@ -181,6 +212,88 @@ BOOST_FIXTURE_TEST_CASE(a_planted_skills_link_in_a_new_workspace_is_not_followed
   BOOST_TEST(fs::is_symlink(path + "/.skills"));
   if (r.ok())
     backend->stop_session(**r);
+}
+
+BOOST_FIXTURE_TEST_CASE(nothing_mounted_inside_an_adopted_sandbox_reaches_a_shared_host_mount, pool_fixture) {
+  // The tenants' folder on a shared mount, as systemd makes /: what goes onto the
+  // adopted workspace inside the sandbox (the skills view, skills per exec) must not
+  // propagate back to the host.
+  auto tenants = root + "/workspaces/tenants";
+  fs::create_directories(tenants);
+  BOOST_REQUIRE(::mount(tenants.c_str(), tenants.c_str(), nullptr, MS_BIND, nullptr) == 0);
+  struct unbind {
+    std::string dir;
+    ~unbind() { ::umount2(dir.c_str(), MNT_DETACH); }
+  } guard{tenants};
+  BOOST_REQUIRE(::mount(nullptr, tenants.c_str(), nullptr, MS_SHARED, nullptr) == 0);
+  auto path = tenant("f0f0f0f0f0f0f0f0f0f0f0f0");
+  auto s = spec("shared", path);
+  auto session = start(s);
+  BOOST_TEST(backend->pool_status().adopted == 1u);
+  auto store = root + "/skills-store/gamma";
+  fs::create_directories(store);
+  std::ofstream{store + "/SKILL.md"} << "skill gamma";
+  auto with = s;
+  with.extra_mounts = {mount_spec{store, "/workspace/.skills/gamma", mount_mode::rw}};
+  BOOST_TEST(run(*session, with, "cat /workspace/.skills/gamma/SKILL.md").stdout_text == "skill gamma");
+  BOOST_TEST(mounts_below(path) == 0u);
+  backend->stop_session(*session);
+  BOOST_TEST(mounts_below(path) == 0u);
+  BOOST_TEST(fs::is_empty(path + "/.skills"));
+}
+
+BOOST_FIXTURE_TEST_CASE(an_adopted_sandbox_that_dies_is_replaced_with_its_workspace, pool_fixture) {
+  auto path = tenant("a1a1a1a1a1a1a1a1a1a1a1a1");
+  auto s = spec("dies", path);
+  auto session = start(s);
+  BOOST_TEST(backend->pool_status().adopted == 1u);
+  auto uid = backend->sandbox_uid(*session);
+  BOOST_REQUIRE(run(*session, s, "echo kept > /workspace/f").exit_code == 0);
+  auto first = backend->sandbox_pid(*session);
+  BOOST_REQUIRE(kill_and_wait(first));
+  // The next exec gets a sandbox made the normal way, with the same workspace, uid and
+  // skills view.
+  auto store = root + "/skills-store/delta";
+  fs::create_directories(store);
+  std::ofstream{store + "/SKILL.md"} << "skill delta";
+  auto with = s;
+  with.extra_mounts = {mount_spec{store, "/workspace/.skills/delta", mount_mode::ro}};
+  auto r = run(*session, with, "id -u; cat /workspace/f; cat /workspace/.skills/delta/SKILL.md");
+  BOOST_TEST(r.stdout_text == std::to_string(uid) + "\nkept\nskill delta", r.stdout_text + r.stderr_text);
+  BOOST_TEST(backend->sandbox_pid(*session) != first);
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_warm_sandbox_killed_while_it_waits_is_replaced, pool_fixture) {
+  auto before = backend->pool_status().pids;
+  BOOST_REQUIRE_EQUAL(before.size(), 1u);
+  BOOST_REQUIRE(kill_and_wait(before.front()));
+  BOOST_TEST(backend->wait_pool(
+    [&](const warm_pool_status& st) { return st.ready == 1 && st.pids.front() != before.front(); }, 30s));
+  auto s = spec("after-kill", tenant("a2a2a2a2a2a2a2a2a2a2a2a2"));
+  auto session = start(s);
+  BOOST_TEST(backend->pool_status().adopted == 1u);
+  BOOST_TEST(run(*session, s, "echo alive").stdout_text == "alive");
+  backend->stop_session(*session);
+}
+
+BOOST_FIXTURE_TEST_CASE(concurrent_first_uses_of_one_new_workspace_share_its_uid, pool_of_two) {
+  auto path = tenant("a3a3a3a3a3a3a3a3a3a3a3a3");
+  auto a = spec("one", path), b = spec("two", path);
+  auto first = std::async(std::launch::async, [&] { return backend->start_session(a); });
+  auto second = std::async(std::launch::async, [&] { return backend->start_session(b); });
+  auto ra = first.get();
+  auto rb = second.get();
+  BOOST_REQUIRE(ra.ok());
+  BOOST_REQUIRE(rb.ok());
+  // One adopted at most; the other found the workspace taken and started its own.
+  BOOST_TEST(backend->pool_status().adopted <= 1u);
+  BOOST_TEST(backend->sandbox_uid(**ra) == backend->sandbox_uid(**rb));
+  BOOST_TEST(owner(path) == backend->sandbox_uid(**ra));
+  BOOST_TEST(run(**ra, a, "echo x > /workspace/x && echo ok").stdout_text == "ok");
+  BOOST_TEST(run(**rb, b, "cat /workspace/x").stdout_text == "x");
+  backend->stop_session(**ra);
+  backend->stop_session(**rb);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stopped_pool_leaves_no_sandbox_behind, pool_of_two) {
