@@ -177,6 +177,75 @@ def plots(res: dict, out: str) -> list[tuple[str, str]]:
 # ── the report ────────────────────────────────────────────────────────
 
 
+def targets(w: dict) -> list[list[str]]:
+    """The performance issue's targets, each with the figure this run measured and whether
+    it is met (rows whose workload did not run are left out)."""
+    out = []
+
+    def row(name, figure, target, ok):
+        out.append([name, figure, target, "met" if ok else "**missed**"])
+
+    mem = w.get("memory")
+    if isinstance(mem, list) and mem:
+        a, c = by(mem, kind="reference"), by(mem, kind="boxd")
+
+        def per(r):
+            pts = r.get("points", [])
+            if len(pts) < 2 or pts[-1]["sessions"] <= pts[0]["sessions"]:
+                return None, None
+            d = (pts[-1]["pss_kib"] - pts[0]["pss_kib"]) / (pts[-1]["sessions"] - pts[0]["sessions"])
+            rf = r.get("after_refused", {})
+            return d, ((rf["pss_kib"] - pts[-1]["pss_kib"]) / rf["first_uses"] if rf else None)
+        (da, _), (dc, rc) = per(a), per(c)
+        if da and dc:
+            row("idle session (own workspace), PSS", f"{dc:.1f} KiB vs reference {da:.1f} KiB",
+                "≤ reference", dc <= da)
+        if rc is not None:
+            row("first use refused at the cap, new workspace", f"{rc:.2f} KiB", "≤ 1 KiB", rc <= 1.0)
+    sb = w.get("sandbox")
+    if isinstance(sb, dict):
+        fl = sb.get("floors", {})
+        floor = fl.get("fork+exec /bin/sh -c true", {}).get("p50_ms")
+        bw = next((v.get("p50_ms") for k, v in fl.items() if "bwrap" in k), None)
+        rows = {r["server"]: r for r in sb.get("rows", []) if "error" not in r}
+        refc = rows.get("reference nsjail", {}).get("cold", {}).get("p50_ms")
+        for name in ("boxd bwrap", "boxd nsjail"):
+            r = rows.get(name)
+            if not r:
+                continue
+            warm = (r.get("warm_1", {}).get("p50_us") or 0) / 1000
+            if floor and warm:
+                row(f"warm exec `true`, {name}", f"{warm:.3f} ms = {warm / floor:.2f}× floor",
+                    "≤ 1.3× fork+exec floor", warm <= 1.3 * floor)
+            if bw and warm and name == "boxd bwrap":
+                row("warm exec below a fresh bwrap", f"{bw / warm:.1f}× below", "≥ 4×", bw / warm >= 4)
+            cold = r.get("cold", {}).get("p50_ms")
+            if refc and cold:
+                row(f"cold first use, new workspace, {name}",
+                    f"{cold:.2f} ms = {cold / refc:.2f}× reference nsjail", "≤ 0.5×", cold <= 0.5 * refc)
+    fr = w.get("fixedrate")
+    if isinstance(fr, list) and fr:
+        for rate in sorted({r["offered_per_s"] for r in fr}):
+            b = by(fr, server=BOXD, offered_per_s=rate)
+            refs = [r for r in fr if r["offered_per_s"] == rate and r["kind"] == "reference"]
+            if b and refs:
+                worst = max(b["server_cpu_s_per_s"] / r["server_cpu_s_per_s"] for r in refs
+                            if r.get("server_cpu_s_per_s"))
+                row(f"CPU-s per s at {rate:,.0f} execs/s", f"{worst:.2f}× the reference",
+                    "≤ 0.5×", worst <= 0.5)
+    tp = w.get("throughput")
+    if isinstance(tp, list) and tp:
+        for n in (16, 256):
+            c = by(tp, server=BOXD, action="exec", connections=n, workspaces="per-connection")
+            for ref, label in ((REF_INFO, "as shipped"), (REF_WARN, "WARNING")):
+                a = by(tp, server=ref, action="exec", connections=n, workspaces="per-connection")
+                if a.get("round_trips_per_s") and c.get("round_trips_per_s"):
+                    x = c["round_trips_per_s"] / a["round_trips_per_s"]
+                    row(f"exec/s, {n} connections, one workspace each, reference {label}",
+                        f"{x:.1f}×", "≥ 20×", x >= 20)
+    return out
+
+
 def report(res: dict, images: list[tuple[str, str]], image_dir: str, legacy: str) -> str:
     m = res["machine"]
     w = res["workloads"]
@@ -202,6 +271,11 @@ def report(res: dict, images: list[tuple[str, str]], image_dir: str, legacy: str
              "RSS and PSS from /proc/PID/smaps_rollup.")
     L.append("- Client and servers share the machine's cores. Other work on the machine "
              "competes too; figures are indicative, nothing asserts on them.\n")
+    goals = targets(w)
+    if goals:
+        L.append("## Targets\n")
+        L.append("The performance issue's targets against this run's figures (details below).\n")
+        L.append(table(["target", "this run", "goal", ""], goals) + "\n")
 
     rows = w.get("throughput")
     if isinstance(rows, list) and rows:
@@ -352,8 +426,8 @@ def report(res: dict, images: list[tuple[str, str]], image_dir: str, legacy: str
                 out.append([r["server"], "could not start", "", "", "", "", "", ""])
                 continue
             w1, w4, cold = r.get("warm_1", {}), r.get("warm_4", {}), r.get("cold", {})
-            bad = w1.get("errors") or "error" in w1
-            out.append([r["server"] + (" (**errors**)" if bad else ""),
+            bad = not w1 or w1.get("errors") or "error" in w1
+            out.append([r["server"] + (" (**errors**)" if w1 and bad else ""),
                         lat(w1.get("p50_us")), lat(w1.get("p99_us")),
                         ratio((w1.get("p50_us") or 0) / 1000, floor, 2) if not bad else "–",
                         ratio((w1.get("p50_us") or 0) / 1000, bw, 2) if not bad else "–",
