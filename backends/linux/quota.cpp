@@ -1,9 +1,7 @@
 #include "backends/linux/quota.hpp"
 
 #include <fcntl.h>
-#include <linux/loop.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -22,7 +20,6 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/linux/beneath.hpp"
-#include "messages/base/unique_fd.hpp"
 #include "messages/tenancy.hpp"
 
 extern char** environ;
@@ -148,52 +145,6 @@ loop_quota::lease::~lease() {
   owner_.release(mount_point_);
 }
 
-namespace {
-
-/// Attaches `image` to a free loop device (autoclear: the device frees itself when its
-/// last mount goes) and mounts it `nodev,nosuid` at `target`, as `mount -o loop` would,
-/// without starting mount(8) and losetup: a few system calls instead of two programs.
-/// "" on success, else why.
-std::string mount_loop(const std::string& image, const std::string& target) {
-  unique_fd file{::open(image.c_str(), O_RDWR | O_CLOEXEC)};
-  if (!file)
-    return "cannot open " + image + ": " + std::strerror(errno);
-  unique_fd control{::open("/dev/loop-control", O_RDWR | O_CLOEXEC)};
-  if (!control)
-    return std::string{"cannot open /dev/loop-control: "} + std::strerror(errno);
-  // Another process may take the device LOOP_CTL_GET_FREE named before we configure
-  // it (EBUSY): ask again.
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
-    if (n < 0)
-      return std::string{"no free loop device: "} + std::strerror(errno);
-    auto device = "/dev/loop" + std::to_string(n);
-    unique_fd loop{::open(device.c_str(), O_RDWR | O_CLOEXEC)};
-    if (!loop) {
-      if (errno == ENOENT) // devtmpfs has not made the node yet
-        continue;
-      return "cannot open " + device + ": " + std::strerror(errno);
-    }
-    loop_config config{};
-    config.fd = static_cast<uint32_t>(file.get());
-    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-    if (::ioctl(loop.get(), LOOP_CONFIGURE, &config) != 0) {
-      if (errno == EBUSY)
-        continue;
-      return "cannot attach " + image + " to " + device + ": " + std::strerror(errno);
-    }
-    if (::mount(device.c_str(), target.c_str(), "ext4", MS_NODEV | MS_NOSUID, "") != 0) {
-      auto why = errno;
-      ::ioctl(loop.get(), LOOP_CLR_FD, 0);
-      return "cannot mount " + device + " (" + image + "): " + std::strerror(why);
-    }
-    return {}; // our descriptor goes; the mount holds the device
-  }
-  return "no loop device stayed free for " + image;
-}
-
-} // namespace
-
 box_error loop_quota::mount_image(const std::string& image, const std::string& mount_point) {
   auto target = beneath::make_dirs_trusted(mount_point, 0755);
   if (!target)
@@ -204,7 +155,7 @@ box_error loop_quota::mount_image(const std::string& image, const std::string& m
   auto stage = records_dir_ + "/.stage-" + record_name(mount_point);
   fs::create_directories(stage, err);
   // nodev/nosuid: nothing on a tenant's image can become a device or gain privileges.
-  if (auto e = mount_loop(image, stage); !e.empty()) {
+  if (auto e = run_tool({"mount", "-o", "loop,nodev,nosuid", image, stage}); !e.empty()) {
     fs::remove(stage, err);
     return make_box_error(ec::box_error, "cannot mount the quota image of " + mount_point + ": " + e);
   }
