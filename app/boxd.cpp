@@ -115,10 +115,23 @@ int main(int argc, char** argv) {
   std::vector<std::string> args{argv + 1, argv + argc};
   auto loaded = load_boxd_config(args, +[](const char* n) { return getenv_or_empty(n); });
   if (!loaded) {
-    spdlog::critical("boxd: {}", loaded.error().message);
+    // Validation errors carry their class, as a client would read them.
+    const auto& e = loaded.error();
+    if (e.code == ec::validation)
+      spdlog::critical("boxd: {}: {}", wire_class(e.code), e.message);
+    else
+      spdlog::critical("boxd: {}", e.message);
     return 2;
   }
   auto cfg = std::move(loaded.value());
+  if (cfg.cluster.enabled) {
+    // A cluster block asks for guarantees (one owner per workspace, state in etcd) that a
+    // lone boxd cannot give: refused, never run as a single node (docs/cluster.md).
+    spdlog::critical("boxd: {}: cluster mode (node {}) is not available in this build; remove the "
+                     "cluster block to run one boxd (docs/cluster.md)",
+                     wire_class(ec::validation), cfg.cluster.node_id);
+    return 2;
+  }
   logs::use_json(cfg.server.log_json);
 
   // Service managers give a soft descriptor limit of 1024 and a higher hard one: every

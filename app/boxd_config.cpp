@@ -264,9 +264,14 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
           if (!merged)
             return merged.error();
           next.box = merged.value();
+        } else if (field.key == "cluster") {
+          auto cluster = decode_cluster_config(field.value);
+          if (!cluster)
+            return cluster.error();
+          next.cluster = cluster.value();
         } else {
           return config_error("unknown config section \"" + std::string{field.key}
-                              + "\" (expected server, box)");
+                              + "\" (expected server, box, cluster)");
         }
       }
       return next;
@@ -290,6 +295,11 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
   if (!listen_override.empty())
     if (auto err = parse_listen(listen_override, cfg.server))
       return err;
+  // In a cluster the uids are allocated cluster-wide, from cluster.uid_range.
+  if (cfg.cluster.enabled) {
+    cfg.server.sandbox_uid_first = cfg.cluster.uid_first;
+    cfg.server.sandbox_uid_last = cfg.cluster.uid_last;
+  }
   if (auto why = net::validate(cfg.server); !why.empty())
     return config_error(why);
   for (const char* file : {"/etc/subuid", "/etc/subgid"})

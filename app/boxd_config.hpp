@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cluster_config.hpp"
 #include "messages/error.hpp"
 #include "messages/models.hpp"
 #include "net/ws/server_options.hpp"
@@ -15,6 +16,8 @@ namespace boxrt {
 struct boxd_config {
   net::server_options server;
   box_config box;
+  /// The `cluster` block (docs/cluster.md); `enabled` false without one.
+  cluster_config cluster;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
   bool unsafe_soft_storage = false;
   /// --init-state: start with empty admission state where its database is missing.

@@ -150,6 +150,8 @@ probe_body render_probe(bool live, const std::optional<health_info>& info, uint6
   if (live) {
     // Liveness means the actor core answers; no host paths or error texts here.
     w.key("live").value(info.has_value());
+    // This node's cluster id (docs/cluster.md); null for a boxd without a cluster.
+    w.key("node_id").null();
     out.ok = info.has_value();
   } else {
     // Nothing is ready before the directory's first probe has finished.

@@ -133,3 +133,79 @@ BOOST_AUTO_TEST_CASE(init_state_is_a_flag) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// A whole config file's `cluster` block, with readable TLS files by default.
+struct cluster_files {
+  cluster_files() {
+    for (auto* p : {&cert, &key, &ca})
+      std::ofstream{*p} << "pem";
+  }
+  ~cluster_files() {
+    for (auto* p : {&cert, &key, &ca})
+      fs::remove(*p);
+  }
+  std::string tls() const {
+    return R"({"certificate": ")" + cert.string() + R"(", "key": ")" + key.string() + R"(", "ca_file": ")"
+           + ca.string() + R"("})";
+  }
+  std::string block(const std::string& extra = {}, const std::string& tls_json = {}) const {
+    return R"({"node_id": "n1", "listen": "127.0.0.1:7101", "etcd": {"endpoints": ["http://127.0.0.1:2379"],)"
+           R"( "prefix": "/boxrt/c1"}, "uid_range": [1879048192, 1879113727], "tls": )"
+           + (tls_json.empty() ? tls() : tls_json) + extra + "}";
+  }
+  fs::path dir = fs::temp_directory_path();
+  fs::path cert = dir / ("boxd-cluster-cert-" + std::to_string(::getpid()));
+  fs::path key = dir / ("boxd-cluster-key-" + std::to_string(::getpid()));
+  fs::path ca = dir / ("boxd-cluster-ca-" + std::to_string(::getpid()));
+};
+
+boxrt::result<boxrt::boxd_config> load_cluster(const std::string& block) {
+  config_file f{R"({"cluster": )" + block + "}"};
+  return boxrt::load_boxd_config({"--config", f.path.string()}, no_env);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_cluster_block_is_read_and_its_uid_range_replaces_the_servers) {
+  BOOST_CHECK(!boxrt::default_boxd_config().cluster.enabled);
+  cluster_files files;
+  auto c = load_cluster(files.block(R"(, "lease_ms": 1500, "takeover_wait_ms": 2000)"));
+  BOOST_REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
+  BOOST_CHECK(c->cluster.enabled);
+  BOOST_CHECK_EQUAL(c->cluster.node_id, "n1");
+  BOOST_CHECK_EQUAL(c->cluster.listen_port, 7101);
+  BOOST_CHECK_EQUAL(c->cluster.advertise_host, "127.0.0.1"); // advertise defaults to listen
+  BOOST_CHECK_EQUAL(c->cluster.etcd_prefix, "/boxrt/c1");
+  BOOST_CHECK_EQUAL(c->cluster.lease_ms, 1500);
+  BOOST_CHECK_EQUAL(c->cluster.takeover_wait_ms, 2000);
+  BOOST_CHECK_EQUAL(c->server.sandbox_uid_first, 1879048192u);
+  BOOST_CHECK_EQUAL(c->server.sandbox_uid_last, 1879113727u);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_cluster_block_is_a_validation_error_naming_its_key) {
+  cluster_files files;
+  const std::pair<std::string, std::string> cases[] = {
+    {files.block({}, "null"), "cluster.tls is required"},
+    {files.block({}, R"({"certificate": ")" + files.cert.string() + R"("})"), "cluster.tls.key is required"},
+    {files.block({}, R"({"certificate": "/nonexistent/c", "key": "/nonexistent/k", "ca_file": "/nonexistent/a"})"),
+     "cluster.tls.certificate /nonexistent/c cannot be read"},
+    {files.block(R"(, "lease_ms": 100)"), "cluster.lease_ms must be between 500 and 60000"},
+    {files.block(R"(, "takeover_wait_ms": true)"), "cluster.takeover_wait_ms must be an integer"},
+    {files.block(R"(, "advertise": "nohost")"), "cluster.advertise must be HOST:PORT"},
+    {files.block(R"(, "color": "blue")"), "unknown key cluster.color"},
+    {R"({"listen": "127.0.0.1:7101"})", "cluster.node_id is required"},
+  };
+  for (const auto& [block, message] : cases) {
+    BOOST_TEST_CONTEXT(block) {
+      auto r = load_cluster(block);
+      BOOST_REQUIRE(!r);
+      BOOST_CHECK(r.error().code == boxrt::ec::validation);
+      BOOST_CHECK_MESSAGE(r.error().message.find(message) != std::string::npos, r.error().message);
+    }
+  }
+  auto bad_id = load_cluster(R"({"node_id": "n 1", "listen": "127.0.0.1:7101"})");
+  BOOST_REQUIRE(!bad_id);
+  BOOST_CHECK(bad_id.error().message.find("cluster.node_id must be") != std::string::npos);
+}
