@@ -1,0 +1,80 @@
+// A small synchronous etcd v3 client over etcd's JSON gateway (POST /v3/...), for the
+// cluster (docs/cluster.md): keys, create-if-absent and fenced puts (transactions), and
+// leases. Debian ships no C++ etcd client; the gateway is etcd's own HTTP face of its
+// gRPC API. Every call is bounded by the options' timeout and tries the endpoints in
+// order until one answers. Beast stays inside client.cpp. Not thread-safe: one per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "messages/error.hpp"
+
+namespace boxrt::net::etcd {
+
+struct options {
+  /// http://HOST:PORT of each etcd member.
+  std::vector<std::string> endpoints;
+  /// Per call, over all endpoints.
+  std::chrono::milliseconds timeout{2000};
+};
+
+struct key_value {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+  int64_t version = 0;
+  int64_t lease = 0;
+};
+
+/// What create() found.
+struct create_outcome {
+  /// True when this call created the key; its create revision is then `revision`.
+  bool created = false;
+  /// The store's revision after the call.
+  int64_t revision = 0;
+  /// The key as it was when it existed already.
+  std::optional<key_value> existing;
+};
+
+class client {
+ public:
+  explicit client(options o);
+
+  result<std::optional<key_value>> get(std::string_view key);
+  /// Every key that starts with `prefix`, in key order.
+  result<std::vector<key_value>> list(std::string_view prefix);
+  /// Returns the store's revision after the put. `lease` 0 = none.
+  result<int64_t> put(std::string_view key, std::string_view value, int64_t lease = 0);
+  /// Puts `key` only when it does not exist (one transaction).
+  result<create_outcome> create(std::string_view key, std::string_view value, int64_t lease = 0);
+  /// Puts `key` only while `guard` exists with create revision `epoch` (a fenced write:
+  /// an owner whose key was replaced writes nothing). False when the guard did not hold.
+  result<bool> put_fenced(std::string_view guard, int64_t epoch, std::string_view key, std::string_view value);
+  /// True when the key existed.
+  result<bool> erase(std::string_view key);
+
+  /// A new lease of `ttl` (whole seconds, at least 1); returns its id.
+  result<int64_t> grant(std::chrono::milliseconds ttl);
+  /// Renews the lease once; returns its remaining TTL, 0 when the lease is gone.
+  result<std::chrono::milliseconds> keep_alive(int64_t lease);
+  /// Ends the lease and deletes its keys. A lease that is gone already is no error.
+  box_error revoke(int64_t lease);
+
+ private:
+  /// POSTs `body` to `path` on the first endpoint that answers; the response body.
+  result<std::string> post(std::string_view path, const std::string& body);
+
+  options opts_;
+};
+
+/// The base64 the gateway carries keys and values in.
+std::string base64_encode(std::string_view bytes);
+std::optional<std::string> base64_decode(std::string_view text);
+
+} // namespace boxrt::net::etcd
