@@ -1,0 +1,71 @@
+// A node's membership of the cluster (docs/cluster.md "Membership", "Failing closed"): its
+// key `<prefix>/members/<node_id>` = address, bound to an etcd lease of its own that a
+// thread renews every lease/3. The node serves only while it can prove its lease is
+// alive: serving() is true until 2/3 of the lease after the last renewal that etcd
+// answered was *sent*, by this process's monotonic clock. etcd counts from when it
+// received that renewal, later, so the node stops before etcd can expire the lease and
+// let another node take over. A paused process that resumes finds serving() false at
+// once: no timer has to fire first. A lost lease is registered again under a new one.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "net/etcd/client.hpp"
+
+namespace boxrt::net::cluster {
+
+class membership {
+ public:
+  struct options {
+    etcd::options etcd;
+    std::string prefix;   // "/boxrt/c1"
+    std::string node_id;  // "n1"
+    std::string address;  // the advertised HOST:PORT
+    std::chrono::milliseconds lease{3000};
+  };
+
+  explicit membership(options o);
+  /// Stops renewing and revokes the lease (best effort): the key goes at once.
+  ~membership();
+  membership(const membership&) = delete;
+  membership& operator=(const membership&) = delete;
+
+  /// Starts the renewing thread; the first registration happens there.
+  void start();
+
+  /// True while the lease is proven alive (see above). Cheap, any thread.
+  bool serving() const;
+  /// Why the node is not serving ("" while it is).
+  std::string reason() const;
+  /// The current lease (0 = none).
+  int64_t lease_id() const { return lease_.load(); }
+  /// The member key's path.
+  std::string key() const { return opts_.prefix + "/members/" + opts_.node_id; }
+
+  /// Waits until serving() is `want`, at most `timeout` (checked at each renewal and at
+  /// the deadline); false on the timeout.
+  bool wait_serving(bool want, std::chrono::milliseconds timeout) const;
+
+ private:
+  void run();
+  /// Grants a lease and creates the member key under it. "" on success, else why.
+  std::string register_self(etcd::client& c);
+  void set_reason(std::string why);
+
+  options opts_;
+  std::atomic<int64_t> lease_{0};
+  /// steady_clock nanoseconds until which the lease is proven (0 = never).
+  std::atomic<int64_t> valid_until_{0};
+  mutable std::mutex mtx_;
+  mutable std::condition_variable cv_;
+  std::string reason_ = "not registered yet";
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+} // namespace boxrt::net::cluster
