@@ -1,0 +1,54 @@
+#include "net/cluster/admission_store.hpp"
+
+namespace boxrt::net::cluster {
+
+namespace {
+
+/// Record keys hold a NUL (instance, workspace): hex keeps etcd keys printable.
+std::string hex_of(const std::string& bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 0xf]);
+  }
+  return out;
+}
+
+} // namespace
+
+etcd_admission_store::etcd_admission_store(etcd::options o, std::string prefix,
+                                           std::function<std::optional<fence>(const std::string&)> fence_of)
+  : client_(std::move(o)), prefix_(std::move(prefix)), fence_of_(std::move(fence_of)) {
+}
+
+std::string etcd_admission_store::record_key(const std::string& key) const {
+  return prefix_ + "/admission/" + hex_of(key);
+}
+
+result<std::optional<std::string>> etcd_admission_store::get(const std::string& key) {
+  std::lock_guard lock{mtx_};
+  auto kv = client_.get(record_key(key));
+  if (!kv)
+    return kv.error();
+  if (!*kv)
+    return std::optional<std::string>{};
+  return std::optional<std::string>{std::move((*kv)->value)};
+}
+
+box_error etcd_admission_store::put(const std::string& key, const std::string& state) {
+  auto f = fence_of_(key);
+  if (!f || f->epoch <= 0)
+    return box_error{ec::runtime_unavailable, "this node does not own the workspace: its admission state is not written"};
+  std::lock_guard lock{mtx_};
+  auto written = client_.put_fenced(f->owner_key, f->epoch, record_key(key), state);
+  if (!written)
+    return written.error();
+  if (!*written)
+    return box_error{ec::runtime_unavailable,
+                     "this node lost the workspace (epoch " + std::to_string(f->epoch) + "): its admission state is not written"};
+  return {};
+}
+
+} // namespace boxrt::net::cluster
