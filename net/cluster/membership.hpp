@@ -4,8 +4,11 @@
 // alive: serving() is true until 2/3 of the lease after the last renewal that etcd
 // answered was *sent*, by this process's monotonic clock. etcd counts from when it
 // received that renewal, later, so the node stops before etcd can expire the lease and
-// let another node take over. A paused process that resumes finds serving() false at
-// once: no timer has to fire first. A lost lease is registered again under a new one.
+// let another node take over. The clock is CLOCK_BOOTTIME, which keeps counting through a
+// suspend. A paused process that resumes finds serving() false at once: no timer has to
+// fire first. A lease etcd reports gone, or a member key deleted or taken by another
+// lease (checked every third renewal), stops serving at once; the node then registers
+// again under a new lease. The key's value is {"address": HOST:PORT}.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,10 @@
 #include "net/etcd/client.hpp"
 
 namespace boxrt::net::cluster {
+
+/// A member key's value for `address`, and the address in such a value ("" if none).
+std::string member_value(const std::string& address);
+std::string member_address(const std::string& value);
 
 class membership {
  public:
@@ -35,7 +42,7 @@ class membership {
   membership(const membership&) = delete;
   membership& operator=(const membership&) = delete;
 
-  /// Starts the renewing thread; the first registration happens there.
+  /// Starts the renewing thread (once); the first registration happens there.
   void start();
 
   /// True while the lease is proven alive (see above). Cheap, any thread.
@@ -55,11 +62,14 @@ class membership {
   void run();
   /// Grants a lease and creates the member key under it. "" on success, else why.
   std::string register_self(etcd::client& c);
+  /// "" while the member key is still this node's, else why not (the lease is given up).
+  std::string check_key(etcd::client& c);
   void set_reason(std::string why);
+  void fail_closed(std::string why);
 
   options opts_;
   std::atomic<int64_t> lease_{0};
-  /// steady_clock nanoseconds until which the lease is proven (0 = never).
+  /// CLOCK_BOOTTIME nanoseconds until which the lease is proven (0 = never).
   std::atomic<int64_t> valid_until_{0};
   mutable std::mutex mtx_;
   mutable std::condition_variable cv_;

@@ -1,5 +1,7 @@
 #include "net/cluster/ownership.hpp"
 
+#include "net/cluster/membership.hpp"
+
 #include <simdjson.h>
 
 #include "messages/base/json.hpp"
@@ -78,7 +80,7 @@ result<std::map<std::string, std::string>> ownership::members() {
   const auto skip = prefix_.size() + 9; // "/members/"
   for (auto& kv : *listed)
     if (kv.key.size() > skip)
-      out[kv.key.substr(skip)] = kv.value;
+      out[kv.key.substr(skip)] = member_address(kv.value);
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <simdjson.h>
@@ -29,8 +30,16 @@ std::string base64_encode(std::string_view bytes) {
 }
 
 std::optional<std::string> base64_decode(std::string_view text) {
+  // Canonical base64 only: OpenSSL would also take spaces and '=' in the middle.
   if (text.size() % 4 != 0)
     return std::nullopt;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    bool digit = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+    bool padding = c == '=' && i + 2 >= text.size() && (i + 1 == text.size() || text[i + 1] == '=');
+    if (!digit && !padding)
+      return std::nullopt;
+  }
   std::string out(3 * (text.size() / 4), '\0');
   auto n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                            reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
@@ -147,35 +156,43 @@ client::client(options o) : opts_(std::move(o)) {
 
 result<std::string> client::post(std::string_view path, const std::string& body) {
   namespace http = beast::http;
-  if (opts_.endpoints.empty())
+  const auto n = opts_.endpoints.size();
+  if (n == 0)
     return unavailable("etcd has no endpoint configured");
   const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
   std::string why;
-  for (const auto& url : opts_.endpoints) {
+  // The member that answered last goes first. Only a request that never reached a member
+  // (no connection) moves on to the next: once it is written, etcd may have applied it,
+  // and sending it again could apply it twice (a create would find its own key).
+  for (size_t i = 0; i < n; ++i) {
+    const size_t at = (preferred_ + i) % n;
+    const auto& url = opts_.endpoints[at];
+    auto note = [&](const std::string& text) { why += (why.empty() ? "" : "; ") + url + ": " + text; };
     if (!url.starts_with("http://")) {
-      why += (why.empty() ? "" : "; ") + url + ": only http:// endpoints are supported yet";
+      note("only http:// endpoints are supported yet");
       continue;
     }
     auto hostport = url.substr(7);
     while (!hostport.empty() && hostport.back() == '/')
       hostport.pop_back();
     auto colon = hostport.rfind(':');
-    if (colon == std::string::npos) {
-      why += (why.empty() ? "" : "; ") + url + ": no port";
+    if (colon == std::string::npos || colon == 0) {
+      note("no port");
       continue;
     }
+    auto host = hostport.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero())
       break;
+    // Each remaining member gets an equal share of what is left to connect in; the one
+    // that answers then has the rest for the exchange.
+    auto connect_budget = left / static_cast<long>(n - i);
     asio::io_context io;
     beast::tcp_stream stream{io};
     tcp::resolver resolver{io};
     beast::error_code ec;
-    auto endpoints = resolver.resolve(hostport.substr(0, colon), hostport.substr(colon + 1), ec);
-    if (ec) {
-      why += (why.empty() ? "" : "; ") + url + ": " + ec.message();
-      continue;
-    }
     http::request<http::string_body> req{http::verb::post, std::string{path}, 11};
     req.set(http::field::host, hostport);
     req.set(http::field::content_type, "application/json");
@@ -184,24 +201,44 @@ result<std::string> client::post(std::string_view path, const std::string& body)
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> res;
     res.body_limit(64u << 20);
-    const char* step = "connect";
-    stream.expires_after(left);
-    stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+    const char* step = "resolve";
+    bool written = false;
+    // The name lookup runs under the same bound as the rest (never a blocking getaddrinfo).
+    asio::steady_timer resolve_timer{io};
+    resolve_timer.expires_after(connect_budget);
+    resolve_timer.async_wait([&](beast::error_code e) {
+      if (!e)
+        resolver.cancel();
+    });
+    resolver.async_resolve(host, hostport.substr(colon + 1), [&](beast::error_code e, tcp::resolver::results_type r) {
+      resolve_timer.cancel();
       if ((ec = e))
         return;
-      step = "write";
-      http::async_write(stream, req, [&](beast::error_code e, size_t) {
+      step = "connect";
+      stream.expires_after(connect_budget);
+      stream.async_connect(r, [&](beast::error_code e, const tcp::endpoint&) {
         if ((ec = e))
           return;
-        step = "read";
-        http::async_read(stream, buffer, res, [&](beast::error_code e, size_t) { ec = e; });
+        step = "write";
+        written = true;
+        stream.expires_at(std::chrono::steady_clock::now() + (deadline - std::chrono::steady_clock::now()));
+        http::async_write(stream, req, [&](beast::error_code e, size_t) {
+          if ((ec = e))
+            return;
+          step = "read";
+          http::async_read(stream, buffer, res, [&](beast::error_code e, size_t) { ec = e; });
+        });
       });
     });
     io.run();
     if (ec) {
-      why += (why.empty() ? "" : "; ") + url + " (" + step + "): " + ec.message();
+      if (written)
+        return unavailable("etcd at " + url + " did not answer " + std::string{path} + " (" + step + ": "
+                           + ec.message() + "); whether it was applied is unknown");
+      note(std::string{step} + ": " + ec.message());
       continue;
     }
+    preferred_ = at;
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
     auto reply = res.release();
     if (reply.result() != http::status::ok) {
@@ -237,6 +274,8 @@ result<std::optional<key_value>> client::get(std::string_view key) {
 }
 
 result<std::vector<key_value>> client::list(std::string_view prefix) {
+  if (prefix.empty())
+    return box_error{ec::validation, "an etcd prefix must not be empty"};
   json::writer w;
   w.begin_object()
     .key("key").value(base64_encode(prefix))
@@ -263,7 +302,10 @@ result<int64_t> client::put(std::string_view key, std::string_view value, int64_
   auto p = parse(*text);
   if (!p)
     return p.error();
-  return header_revision((*p)->obj);
+  auto revision = header_revision((*p)->obj);
+  if (revision == 0)
+    return unavailable("etcd sent a put reply without a header");
+  return revision;
 }
 
 namespace {
@@ -306,6 +348,8 @@ result<create_outcome> client::create(std::string_view key, std::string_view val
     return p.error();
   create_outcome out;
   out.revision = header_revision((*p)->obj);
+  if (out.revision == 0)
+    return unavailable("etcd sent a transaction reply without a header");
   out.created = succeeded((*p)->obj);
   if (!out.created) {
     simdjson::dom::array responses;
@@ -333,6 +377,8 @@ result<bool> client::put_fenced(std::string_view guard, int64_t epoch, std::stri
   auto p = parse(*text);
   if (!p)
     return p.error();
+  if (header_revision((*p)->obj) == 0)
+    return unavailable("etcd sent a transaction reply without a header");
   return succeeded((*p)->obj);
 }
 

@@ -1,8 +1,10 @@
 // A small synchronous etcd v3 client over etcd's JSON gateway (POST /v3/...), for the
 // cluster (docs/cluster.md): keys, create-if-absent and fenced puts (transactions), and
 // leases. Debian ships no C++ etcd client; the gateway is etcd's own HTTP face of its
-// gRPC API. Every call is bounded by the options' timeout and tries the endpoints in
-// order until one answers. Beast stays inside client.cpp. Not thread-safe: one per thread.
+// gRPC API. Every call, the name lookup included, is bounded by the options' timeout. It
+// starts with the endpoint that answered last and moves on only while no member has seen
+// the request: after it was written, a failure is reported (its outcome unknown), never
+// retried elsewhere, so nothing is applied twice. Beast stays inside client.cpp. Not thread-safe: one per thread.
 #pragma once
 
 #include <chrono>
@@ -71,6 +73,8 @@ class client {
   result<std::string> post(std::string_view path, const std::string& body);
 
   options opts_;
+  /// The endpoint that answered last: tried first next time.
+  size_t preferred_ = 0;
 };
 
 /// The base64 the gateway carries keys and values in.

@@ -27,6 +27,10 @@ BOOST_AUTO_TEST_CASE(base64_round_trips_every_byte) {
     BOOST_TEST(*back == all.substr(0, n));
   }
   BOOST_TEST(!etcd::base64_decode("abc"));
+  // Canonical only: OpenSSL alone would take these.
+  for (auto bad : {"QQ==    ", "A=BC", "====", "QQ==QUJD", "QQ=A"})
+    BOOST_TEST(!etcd::base64_decode(bad), bad);
+  BOOST_TEST(*etcd::base64_decode("QQ==") == "A");
 }
 
 BOOST_FIXTURE_TEST_CASE(keys_round_trip_and_a_prefix_lists_only_its_own, etcd_fixture) {

@@ -39,7 +39,7 @@ BOOST_FIXTURE_TEST_CASE(a_node_registers_under_its_lease_and_leaves_when_it_stop
     BOOST_TEST(m.reason().empty());
     auto key = c.get("/boxrt/c1/members/n1");
     BOOST_REQUIRE(key && *key);
-    BOOST_TEST((*key)->value == "127.0.0.1:7101");
+    BOOST_TEST(boxrt::net::cluster::member_address((*key)->value) == "127.0.0.1:7101");
     BOOST_TEST((*key)->lease == m.lease_id());
   }
   // Gone with the node: its lease was revoked.
@@ -65,6 +65,28 @@ BOOST_FIXTURE_TEST_CASE(a_node_stops_serving_within_its_lease_when_etcd_is_silen
   BOOST_TEST((*key)->lease == m.lease_id());
 }
 
+BOOST_FIXTURE_TEST_CASE(a_lease_ended_or_a_key_taken_from_outside_stops_serving_at_once, etcd_fixture) {
+  membership m{member(*this, "n1", 3000ms)};
+  m.start();
+  BOOST_REQUIRE(m.wait_serving(true, 10s));
+  boxrt::net::etcd::client c{opts};
+  // Revoked (an operator, a restored etcd): not serving before the 2 s the deadline
+  // would still allow, then registered again under a new lease.
+  auto first = m.lease_id();
+  BOOST_REQUIRE(!c.revoke(first));
+  BOOST_TEST(m.wait_serving(false, 1800ms));
+  BOOST_TEST(m.wait_serving(true, 10s), m.reason());
+  BOOST_TEST(m.lease_id() != first);
+  // The member key deleted: found within three renewals, the lease given up (and with
+  // it whatever it owned), then registered again.
+  auto second = m.lease_id();
+  BOOST_REQUIRE(*c.erase("/boxrt/c1/members/n1"));
+  BOOST_TEST(m.wait_serving(false, 5s));
+  BOOST_TEST(m.wait_serving(true, 10s), m.reason());
+  BOOST_TEST(m.lease_id() != second);
+  BOOST_TEST(c.keep_alive(second)->count() == 0);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_second_process_with_the_same_node_id_never_serves, etcd_fixture) {
   membership first{member(*this, "n1", 3000ms)};
   first.start();
@@ -72,8 +94,10 @@ BOOST_FIXTURE_TEST_CASE(a_second_process_with_the_same_node_id_never_serves, etc
   membership second{member(*this, "n1", 3000ms)};
   second.start();
   BOOST_TEST(!second.wait_serving(true, 1500ms));
-  BOOST_TEST(second.reason().find("node_id n1 is registered by another process") != std::string::npos,
+  BOOST_TEST(second.reason().find("node_id n1 is registered by another process (127.0.0.1:7101, lease ")
+               != std::string::npos,
              second.reason());
+  BOOST_TEST(second.reason().find("retrying until that lease ends") != std::string::npos, second.reason());
   BOOST_TEST(first.serving());
 }
 
