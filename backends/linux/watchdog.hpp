@@ -1,0 +1,51 @@
+// The per-node watchdog of a cluster node (docs/cluster.md "Failing closed"): a stopped
+// process cannot fence itself, so boxd starts `boxrt-watchdog`, a small program that
+// holds no listening socket and shares one page with boxd: the deadline until which
+// boxd's lease is proven (CLOCK_BOOTTIME nanoseconds). When the deadline passes without
+// a newer one, the watchdog kills every process in the node's cgroup subtrees and
+// unmounts the quota images boxd's mount records name, before etcd can expire the lease.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "messages/error.hpp"
+
+namespace boxrt {
+
+/// The shared page (boxrt-watchdog reads the same layout).
+struct watchdog_page {
+  std::atomic<int64_t> deadline_ns{0};  // 0 = no deadline: never fence
+  std::atomic<int64_t> fenced_ns{0};    // when it last fenced (0 = never)
+  std::atomic<int64_t> fences{0};
+};
+
+class watchdog {
+ public:
+  /// Starts `program` watching the processes of `cgroup_dirs` (recursively) and the mounts
+  /// recorded in `records_dir`. Dies with boxd.
+  static result<std::unique_ptr<watchdog>> start(const std::string& program, const std::vector<std::string>& cgroup_dirs,
+                                                 const std::string& records_dir);
+  ~watchdog();
+
+  /// The new deadline (CLOCK_BOOTTIME nanoseconds); 0 = none.
+  void set_deadline(int64_t boot_ns) { page_->deadline_ns.store(boot_ns); }
+  /// How many times it has fenced.
+  int64_t fences() const { return page_->fences.load(); }
+  pid_t pid() const { return pid_; }
+
+  /// CLOCK_BOOTTIME now, in nanoseconds.
+  static int64_t now_ns();
+
+ private:
+  watchdog() = default;
+  watchdog_page* page_ = nullptr;
+  pid_t pid_ = -1;
+};
+
+} // namespace boxrt
