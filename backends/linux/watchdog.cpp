@@ -24,7 +24,14 @@ int64_t watchdog::now_ns() {
 
 result<std::unique_ptr<watchdog>> watchdog::start(const std::string& program, const std::vector<std::string>& cgroup_dirs,
                                                   const std::string& records_dir) {
-  int fd = ::memfd_create("boxrt-watchdog", 0); // inherited by the watchdog: no CLOEXEC
+  // Close-on-exec: no sandbox or tool boxd starts may hold it (a tenant with the page
+  // could move the deadline); the watchdog gets it as descriptor 3.
+  int fd = ::memfd_create("boxrt-watchdog", MFD_CLOEXEC);
+  if (fd >= 0 && fd <= 3) { // never 3 itself: dup2 onto itself would keep close-on-exec
+    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 16);
+    ::close(fd);
+    fd = high;
+  }
   if (fd < 0 || ::ftruncate(fd, sizeof(watchdog_page)) != 0) {
     auto why = errno;
     if (fd >= 0)
@@ -39,8 +46,7 @@ result<std::unique_ptr<watchdog>> watchdog::start(const std::string& program, co
   }
   std::unique_ptr<watchdog> w{new watchdog};
   w->page_ = new (map) watchdog_page{};
-  std::vector<std::string> args{program, "--page-fd", std::to_string(fd), "--parent", std::to_string(::getpid()),
-                                "--records", records_dir};
+  std::vector<std::string> args{program, "--parent", std::to_string(::getpid()), "--records", records_dir};
   for (auto& d : cgroup_dirs) {
     args.push_back("--cgroup");
     args.push_back(d);
@@ -57,7 +63,11 @@ result<std::unique_ptr<watchdog>> watchdog::start(const std::string& program, co
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  int rc = ::posix_spawn(&w->pid_, program.c_str(), nullptr, &attr, argv.data(), environ);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd, 3);
+  int rc = ::posix_spawn(&w->pid_, program.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(fd);
   if (rc != 0)

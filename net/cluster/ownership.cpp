@@ -25,7 +25,7 @@ result<owner> decode_owner(const etcd::key_value& kv) {
       || obj["node_id"].get_string().get(node_id) != simdjson::SUCCESS
       || obj["address"].get_string().get(address) != simdjson::SUCCESS)
     return box_error{ec::runtime_unavailable, "the owner key " + kv.key + " does not name a node"};
-  return owner{std::string{node_id}, std::string{address}, kv.create_revision};
+  return owner{std::string{node_id}, std::string{address}, kv.create_revision, kv.lease};
 }
 
 } // namespace
@@ -66,10 +66,16 @@ result<owner> ownership::claim(std::string_view ns, const std::string& node_id, 
   if (!made)
     return made.error();
   if (made->created)
-    return owner{node_id, address, made->revision};
+    return owner{node_id, address, made->revision, lease};
   if (!made->existing) // the owner left between the two halves of the transaction's read
     return box_error{ec::runtime_unavailable, "the owner of " + std::string{ns} + " changed during the claim"};
-  return decode_owner(*made->existing);
+  auto held = decode_owner(*made->existing);
+  if (!held)
+    return held.error();
+  if (held->node_id == node_id && held->lease != lease)
+    return box_error{ec::runtime_unavailable, "node " + node_id + " holds " + std::string{ns}
+                                                + " under an earlier lease; it can be claimed again when that lease ends"};
+  return held;
 }
 
 result<std::map<std::string, std::string>> ownership::members() {

@@ -26,6 +26,8 @@ struct owner {
   std::string address;
   /// The owner key's create revision, >= 1.
   int64_t epoch = 0;
+  /// The lease the key is bound to.
+  int64_t lease = 0;
 };
 
 class ownership {
@@ -39,7 +41,9 @@ class ownership {
   result<std::optional<owner>> owner_of(std::string_view ns);
 
   /// Claims `ns` for `node_id` under its `lease` when nobody owns it. Returns the owner
-  /// after the call: this node with a new epoch, or whoever held it already.
+  /// after the call: this node with a new epoch, or whoever held it already. A key of this
+  /// node under another lease (an earlier one that has not ended yet) is no ownership:
+  /// that key goes with its lease, so the claim fails until it has.
   result<owner> claim(std::string_view ns, const std::string& node_id, const std::string& address, int64_t lease);
 
   /// Registered members (node_id -> address): those whose lease is alive.

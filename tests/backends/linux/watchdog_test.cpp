@@ -148,4 +148,62 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_renewer_is_fenced_by_the_watchdog, watchdog_fi
   ::close(sleeper);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_fork_chain_in_the_group_is_killed_too, watchdog_fixture) {
+  // Each process starts the next and exits at once: a pid read from cgroup.procs is often
+  // gone by the time it is signalled. The watchdog rounds until the group lists nothing.
+  pid_t chain = ::fork();
+  if (chain == 0) {
+    std::ofstream{group + "/session-1/cgroup.procs"} << ::getpid();
+    ::execl("/bin/sh", "sh", "-c", "f() { f & exit 0; }; f", nullptr);
+    ::_exit(127);
+  }
+  children.push_back(chain);
+  int sleeper = sandboxed_sleeper();
+  auto w = start();
+  w->fence_now();
+  BOOST_TEST(exits_within(sleeper, 5000ms));
+  BOOST_TEST(fenced(*w, 1));
+  // The group empties and stays empty.
+  bool empty = false;
+  for (int i = 0; i < 500 && !empty; ++i) {
+    std::ifstream procs{group + "/session-1/cgroup.procs"};
+    long p = 0;
+    empty = !(procs >> p);
+    if (!empty)
+      std::this_thread::sleep_for(10ms);
+  }
+  BOOST_TEST(empty);
+  ::close(sleeper);
+}
+
+BOOST_FIXTURE_TEST_CASE(when_boxd_is_killed_the_watchdog_fences_and_ends, watchdog_fixture) {
+  int sleeper = sandboxed_sleeper();
+  // "boxd": a process that starts the watchdog with a far deadline, then is killed.
+  int ready[2];
+  BOOST_REQUIRE(::pipe(ready) == 0);
+  pid_t boxd = ::fork();
+  if (boxd == 0) {
+    auto program = fs::path{BOXRT_TEST_BUILD_DIR}.parent_path() / "boxrt-watchdog";
+    auto w = watchdog::start(program.string(), {group}, dir + "/records");
+    if (!w)
+      ::_exit(1);
+    (*w)->set_deadline(watchdog::now_ns() + 3'600'000'000'000LL);
+    (void)!::write(ready[1], "r", 1);
+    for (;;)
+      ::pause();
+  }
+  children.push_back(boxd);
+  char c = 0;
+  BOOST_REQUIRE(::read(ready[0], &c, 1) == 1);
+  BOOST_TEST(!exits_within(sleeper, 0ms));
+  ::kill(boxd, SIGKILL);
+  BOOST_TEST(exits_within(sleeper, 5000ms));
+  for (int i = 0; i < 500 && mounted(); ++i)
+    std::this_thread::sleep_for(10ms);
+  BOOST_TEST(!mounted());
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ::close(sleeper);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

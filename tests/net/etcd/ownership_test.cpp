@@ -95,6 +95,26 @@ BOOST_FIXTURE_TEST_CASE(concurrent_claims_make_one_owner_and_a_takeover_a_higher
   BOOST_TEST((*c.get("/boxrt/c1/admission/ws-a"))->value == "v1");
 }
 
+BOOST_FIXTURE_TEST_CASE(a_key_of_this_node_under_an_older_lease_is_no_ownership, etcd_fixture) {
+  boxrt::net::etcd::client c{opts};
+  ownership o{opts, "/boxrt/c1"};
+  auto old_lease = c.grant(10s);
+  auto new_lease = c.grant(10s);
+  BOOST_REQUIRE(old_lease && new_lease);
+  BOOST_REQUIRE(o.claim("ws-c", "n1", "127.0.0.1:711", *old_lease));
+  auto again = o.claim("ws-c", "n1", "127.0.0.1:711", *new_lease);
+  BOOST_REQUIRE(!again);
+  BOOST_TEST(again.error().message.find("under an earlier lease") != std::string::npos, again.error().message);
+  // The same claim under the same lease (a retry) is this node's ownership.
+  auto retry = o.claim("ws-c", "n1", "127.0.0.1:711", *old_lease);
+  BOOST_REQUIRE(retry);
+  BOOST_TEST(retry->lease == *old_lease);
+  BOOST_REQUIRE(!c.revoke(*old_lease));
+  auto after = o.claim("ws-c", "n1", "127.0.0.1:711", *new_lease);
+  BOOST_REQUIRE(after);
+  BOOST_TEST(after->lease == *new_lease);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_node_without_a_lease_owns_nothing, etcd_fixture) {
   ownership o{opts, "/boxrt/c1"};
   auto r = o.claim("ws-b", "n1", "127.0.0.1:711", 0);
