@@ -78,7 +78,17 @@ struct test_network {
                               + " link set " + vo + " up; ip -n " + upstream + " link set " + vu + " up; ip -n " + outer
                               + " link set lo up; ip -n " + upstream + " link set lo up; ip -n " + outer
                               + " route add default via 10.203.0.1";
-    BOOST_REQUIRE_EQUAL(sh(setup), 0);
+    // `ip netns add` has failed with EINVAL ("setting the network namespace ... failed")
+    // while other suites started sandboxes at the same moment (fresh mount namespaces
+    // being made beside it): the setup starts over, from nothing, a few times.
+    int rc = -1;
+    for (int attempt = 0; attempt < 3 && rc != 0; ++attempt) {
+      if (attempt > 0)
+        sh("ip netns del " + outer + " 2>/dev/null; ip netns del " + upstream + " 2>/dev/null; ip link del " + vo
+           + " 2>/dev/null; true");
+      rc = sh(setup);
+    }
+    BOOST_REQUIRE_EQUAL(rc, 0);
     std::ofstream{dir / "echo.py"} << R"(
 import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
