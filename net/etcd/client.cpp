@@ -136,13 +136,17 @@ std::string prefix_end(std::string_view prefix) {
   return std::string(1, '\0'); // every key
 }
 
-struct parsed {
+} // namespace
+
+struct parsed_reply {
   simdjson::dom::parser parser;
   object obj;
 };
 
-result<std::unique_ptr<parsed>> parse(const std::string& text) {
-  auto p = std::make_unique<parsed>();
+namespace {
+
+result<std::unique_ptr<parsed_reply>> parse(const std::string& text) {
+  auto p = std::make_unique<parsed_reply>();
   element root;
   if (p->parser.parse(text).get(root) != simdjson::SUCCESS || root.get_object().get(p->obj) != simdjson::SUCCESS)
     return unavailable("etcd sent a reply that is not a JSON object");
@@ -256,13 +260,17 @@ result<std::string> client::post(std::string_view path, const std::string& body)
   return unavailable("etcd is not reachable: " + (why.empty() ? std::string{"no time left"} : why));
 }
 
+result<std::unique_ptr<parsed_reply>> client::call(std::string_view path, const std::string& body) {
+  auto text = post(path, body);
+  if (!text)
+    return text.error();
+  return parse(*text);
+}
+
 result<std::optional<key_value>> client::get(std::string_view key) {
   json::writer w;
   w.begin_object().key("key").value(base64_encode(key)).end_object();
-  auto text = post("/v3/kv/range", w.take());
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/kv/range", w.take());
   if (!p)
     return p.error();
   auto kvs = decode_kvs((*p)->obj);
@@ -281,10 +289,7 @@ result<std::vector<key_value>> client::list(std::string_view prefix) {
     .key("key").value(base64_encode(prefix))
     .key("range_end").value(base64_encode(prefix_end(prefix)))
     .end_object();
-  auto text = post("/v3/kv/range", w.take());
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/kv/range", w.take());
   if (!p)
     return p.error();
   return decode_kvs((*p)->obj);
@@ -296,10 +301,7 @@ result<int64_t> client::put(std::string_view key, std::string_view value, int64_
   if (lease != 0)
     w.key("lease").value(std::to_string(lease));
   w.end_object();
-  auto text = post("/v3/kv/put", w.take());
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/kv/put", w.take());
   if (!p)
     return p.error();
   auto revision = header_revision((*p)->obj);
@@ -340,10 +342,7 @@ bool succeeded(object obj) {
 } // namespace
 
 result<create_outcome> client::create(std::string_view key, std::string_view value, int64_t lease) {
-  auto text = post("/v3/kv/txn", txn_body(key, 0, key, value, lease));
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/kv/txn", txn_body(key, 0, key, value, lease));
   if (!p)
     return p.error();
   create_outcome out;
@@ -371,10 +370,7 @@ result<create_outcome> client::create(std::string_view key, std::string_view val
 result<bool> client::put_fenced(std::string_view guard, int64_t epoch, std::string_view key, std::string_view value) {
   if (epoch <= 0)
     return false;
-  auto text = post("/v3/kv/txn", txn_body(guard, epoch, key, value, 0));
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/kv/txn", txn_body(guard, epoch, key, value, 0));
   if (!p)
     return p.error();
   if (header_revision((*p)->obj) == 0)
@@ -385,10 +381,7 @@ result<bool> client::put_fenced(std::string_view guard, int64_t epoch, std::stri
 result<bool> client::erase(std::string_view key) {
   json::writer w;
   w.begin_object().key("key").value(base64_encode(key)).end_object();
-  auto text = post("/v3/kv/deleterange", w.take());
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/kv/deleterange", w.take());
   if (!p)
     return p.error();
   return int_field((*p)->obj, "deleted") > 0;
@@ -398,10 +391,7 @@ result<int64_t> client::grant(std::chrono::milliseconds ttl) {
   auto seconds = std::max<int64_t>(1, (ttl.count() + 999) / 1000);
   json::writer w;
   w.begin_object().key("TTL").value(std::to_string(seconds)).end_object();
-  auto text = post("/v3/lease/grant", w.take());
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/lease/grant", w.take());
   if (!p)
     return p.error();
   auto id = int_field((*p)->obj, "ID");
@@ -413,10 +403,7 @@ result<int64_t> client::grant(std::chrono::milliseconds ttl) {
 result<std::chrono::milliseconds> client::keep_alive(int64_t lease) {
   json::writer w;
   w.begin_object().key("ID").value(std::to_string(lease)).end_object();
-  auto text = post("/v3/lease/keepalive", w.take());
-  if (!text)
-    return text.error();
-  auto p = parse(*text);
+  auto p = call("/v3/lease/keepalive", w.take());
   if (!p)
     return p.error();
   // {"result": {"ID", "TTL"}}; a lease that is gone comes back without a TTL.

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@
 #include "messages/error.hpp"
 
 namespace boxrt::net::etcd {
+
+struct parsed_reply;
 
 struct options {
   /// http://HOST:PORT of each etcd member.
@@ -71,6 +74,8 @@ class client {
  private:
   /// POSTs `body` to `path` on the first endpoint that answers; the response body.
   result<std::string> post(std::string_view path, const std::string& body);
+  /// post, then the reply parsed as a JSON object.
+  result<std::unique_ptr<parsed_reply>> call(std::string_view path, const std::string& body);
 
   options opts_;
   /// The endpoint that answered last: tried first next time.
