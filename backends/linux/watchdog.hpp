@@ -20,6 +20,8 @@
 
 namespace boxrt {
 
+class helper_process;
+
 static_assert(std::atomic<int64_t>::is_always_lock_free, "the page is shared between processes");
 
 /// The shared page (boxrt-watchdog reads the same layout).
@@ -37,6 +39,8 @@ class watchdog {
   static result<std::unique_ptr<watchdog>> start(const std::string& program, const std::vector<std::string>& cgroup_dirs,
                                                  const std::string& records_dir);
   ~watchdog();
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
 
   /// The new deadline (CLOCK_BOOTTIME nanoseconds); 0 = none: only before the node has
   /// ever served.
@@ -45,7 +49,7 @@ class watchdog {
   void fence_now() { page_->deadline_ns.store(1); }
   /// How many times it has fenced.
   int64_t fences() const { return page_->fences.load(); }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const;
 
   /// CLOCK_BOOTTIME now, in nanoseconds.
   static int64_t now_ns();
@@ -53,7 +57,7 @@ class watchdog {
  private:
   watchdog() = default;
   watchdog_page* page_ = nullptr;
-  pid_t pid_ = -1;
+  std::unique_ptr<helper_process> process_;
 };
 
 } // namespace boxrt
