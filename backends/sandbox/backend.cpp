@@ -190,11 +190,6 @@ pid_t sandbox_backend::sandbox_pid(const backend_session& session) const {
 result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& spec, bool own_paths) {
   if (!unavailable_.empty())
     return make_box_error(ec::backend_unavailable, unavailable_);
-  auto serial = impl_->next_id++;
-  auto sid = name() + "-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
-  auto s = std::make_shared<sandbox_session>(sid, spec, own_paths);
-  s->driver = name();
-  s->host = impl_->host;
   // boxd's own state is never a tenant's mount, nor inside one: judged by the spec's
   // text first, before anything is created or mounted for it, and again on what the
   // kernel reports once each source is open.
@@ -207,7 +202,7 @@ result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& 
       return make_box_error(ec::validation, label + " " + path + " is blocked for security");
     return {};
   };
-  if (!own_paths && !spec.host_path.empty() && spec.host_path_mode != mount_mode::none)
+  if (!own_paths && mounts_host_path(spec))
     if (auto e = blocked("host_path", spec.host_path))
       return e;
   for (size_t i = 0; i < spec.extra_mounts.size() && !own_paths; ++i)
@@ -222,6 +217,11 @@ result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& 
                     warm->pid);
       return std::shared_ptr<backend_session>{std::move(warm)};
     }
+  auto serial = impl_->next_id++;
+  auto sid = name() + "-" + sha256_hex(spec.session_id).substr(0, 12) + "-" + std::to_string(serial);
+  auto s = std::make_shared<sandbox_session>(sid, spec, own_paths);
+  s->driver = name();
+  s->host = impl_->host;
   if (auto e = prepare(*s)) {
     s->teardown();
     return e;
@@ -401,10 +401,7 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
   auto inside = v.target + "/" + name;
   int tree_fd = tree->get();
   int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
-    open_how how{};
-    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    int at = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, inside.c_str(), &how, sizeof how));
+    int at = open_dir_no_links(AT_FDCWD, inside);
     struct stat st{};
     if (at < 0 || ::fstat(at, &st) != 0)
       return errno;

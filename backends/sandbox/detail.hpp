@@ -174,6 +174,17 @@ inline constexpr const char* sandbox_devices[] = {"null", "zero", "full", "rando
 /// the errno of the join. Blocking: pool only.
 int in_mount_namespace(int mnt_ns, const std::function<int()>& fn);
 
+/// True when the spec's host path is mounted as the workspace (one is set and its mode
+/// is not none); else the session's own folder is the workspace.
+inline bool mounts_host_path(const box_spec& spec) {
+  return !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+}
+
+/// A folder opened O_PATH at `path` (from `at`) without following any link, symlink or
+/// magic, plus `resolve` (RESOLVE_BENEATH, RESOLVE_NO_XDEV). -1 with errno on failure.
+/// For a forked helper inside a sandbox's mount namespace.
+int open_dir_no_links(int at, const std::string& path, uint64_t resolve = 0);
+
 /// True when `p` is `base` or lies below it.
 bool within(const std::string& p, const std::string& base);
 

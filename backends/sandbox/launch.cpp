@@ -33,7 +33,7 @@ std::vector<std::string> sandbox_backend::build_args(const box_spec& spec, int s
 
 box_error sandbox_backend::prepare(sandbox_session& s) {
   const auto& spec = s.spec;
-  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  const bool has_host = mounts_host_path(spec);
   s.private_dir = opts_.state_dir + "/sessions/" + s.id_;
   // The uid: the workspace's own (the owner of its folder, found by the scan or handed
   // out now), else one for this session alone. boxd's own probes take a session uid.
@@ -139,7 +139,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
 
   // Workspace: the spec's host path (under its quota image when it has one), else the
   // session's private folder (or its private quota image).
-  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  const bool has_host = mounts_host_path(spec);
   if (has_host) {
     if (auto e = open_source(spec.host_path, spec.host_path_mode, true, s.own_paths ? "" : "host_path",
                              spec.host_path_mode == mount_mode::rw))

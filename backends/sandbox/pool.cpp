@@ -21,18 +21,11 @@ box_spec warm_spec() {
   return spec;
 }
 
-int openat2_fd(int at, const std::string& path, uint64_t resolve) {
-  open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = resolve;
-  return static_cast<int>(::syscall(SYS_openat2, at, path.c_str(), &how, sizeof how));
-}
-
 } // namespace
 
 bool sandbox_backend::pool_fits(const box_spec& spec) const {
   static const box_spec base = warm_spec();
-  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  const bool has_host = mounts_host_path(spec);
   return opts_.warm_pool > 0 && unavailable_.empty() && (!has_host || spec.host_path_mode == mount_mode::rw)
          && spec.network == network_mode::off && spec.workspace_quota_mb == 0
          && spec.mount_path == base.mount_path && spec.cpus == base.cpus && spec.memory_mb == base.memory_mb
@@ -181,7 +174,7 @@ std::shared_ptr<sandbox_session> sandbox_backend::adopt(const box_spec& spec) {
   // the normal start reports every problem with the folder in its own words. Without a
   // host path the session's own folder is the workspace, with the session's own uid, as
   // a normal start would give it.
-  const bool has_host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  const bool has_host = mounts_host_path(spec);
   unique_fd folder;
   std::string real;
   struct stat st{};
@@ -312,8 +305,7 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
   const auto target = spec.mount_path;
   const int ws_fd = ws.get(), sk_fd = sk.get();
   int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
-    const uint64_t no_links = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    int at = openat2_fd(AT_FDCWD, target, no_links);
+    int at = open_dir_no_links(AT_FDCWD, target);
     struct stat here{};
     if (at < 0 || ::fstat(at, &here) != 0)
       return errno;
@@ -321,10 +313,10 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
       return EXDEV;
     if (ws_fd >= 0 && ::move_mount(ws_fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       return errno;
-    int top = openat2_fd(AT_FDCWD, target, no_links);
+    int top = open_dir_no_links(AT_FDCWD, target);
     if (top < 0)
       return errno;
-    int point = openat2_fd(top, ".skills", RESOLVE_BENEATH | RESOLVE_NO_XDEV | no_links);
+    int point = open_dir_no_links(top, ".skills", RESOLVE_BENEATH | RESOLVE_NO_XDEV);
     if (point < 0)
       return errno;
     if (::move_mount(sk_fd, "", point, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)

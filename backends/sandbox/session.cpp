@@ -137,6 +137,13 @@ int in_mount_namespace(int mnt_ns, const std::function<int()>& fn) {
   return WEXITSTATUS(status);
 }
 
+int open_dir_no_links(int at, const std::string& path, uint64_t resolve) {
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | resolve;
+  return static_cast<int>(::syscall(SYS_openat2, at, path.c_str(), &how, sizeof how));
+}
+
 bool within(const std::string& p, const std::string& base) {
   return p == base || p.starts_with(base + "/");
 }
