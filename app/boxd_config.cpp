@@ -1,6 +1,7 @@
 #include "app/boxd_config.hpp"
 
 #include <fstream>
+#include <tuple>
 #include <sstream>
 
 #include <simdjson.h>
@@ -98,22 +99,10 @@ box_error read_uid_range(object obj, net::server_options& out) {
   element v;
   if (obj["sandbox_uid_range"].get(v) != simdjson::SUCCESS || v.is_null())
     return {};
-  simdjson::dom::array arr;
-  int64_t ends[2] = {0, 0};
-  size_t n = 0;
-  bool ok = v.get_array().get(arr) == simdjson::SUCCESS;
-  if (ok)
-    for (auto item : arr) {
-      if (n >= 2 || item.is_bool() || item.get_int64().get(ends[n]) != simdjson::SUCCESS) {
-        ok = false;
-        break;
-      }
-      ++n;
-    }
-  if (!ok || n != 2 || ends[0] < 1 || ends[1] < ends[0] || ends[1] > 4294967294LL)
+  auto range = decode_uid_range(v);
+  if (!range)
     return config_error("server.sandbox_uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
-  out.sandbox_uid_first = static_cast<uint32_t>(ends[0]);
-  out.sandbox_uid_last = static_cast<uint32_t>(ends[1]);
+  std::tie(out.sandbox_uid_first, out.sandbox_uid_last) = *range;
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <set>
+#include <tuple>
 
 #include <simdjson.h>
 
@@ -175,23 +176,27 @@ result<cluster_config> decode_cluster_config(const element& block) {
     return e;
   if (obj["uid_range"].get(v) != simdjson::SUCCESS || v.is_null())
     return invalid("cluster.uid_range is required: [FIRST, LAST], allocated cluster-wide");
+  auto range = decode_uid_range(v);
+  if (!range)
+    return invalid("cluster.uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
+  std::tie(c.uid_first, c.uid_last) = *range;
+  return c;
+}
+
+std::optional<std::pair<uint32_t, uint32_t>> decode_uid_range(const element& v) {
   simdjson::dom::array range;
   int64_t ends[2] = {0, 0};
   size_t n = 0;
-  bool ok = v.get_array().get(range) == simdjson::SUCCESS;
-  if (ok)
-    for (auto item : range) {
-      if (n >= 2 || item.is_bool() || item.get_int64().get(ends[n]) != simdjson::SUCCESS) {
-        ok = false;
-        break;
-      }
-      ++n;
-    }
-  if (!ok || n != 2 || ends[0] < 1 || ends[1] < ends[0] || ends[1] > 4294967294LL)
-    return invalid("cluster.uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
-  c.uid_first = static_cast<uint32_t>(ends[0]);
-  c.uid_last = static_cast<uint32_t>(ends[1]);
-  return c;
+  if (v.get_array().get(range) != simdjson::SUCCESS)
+    return std::nullopt;
+  for (auto item : range) {
+    if (n >= 2 || item.is_bool() || item.get_int64().get(ends[n]) != simdjson::SUCCESS)
+      return std::nullopt;
+    ++n;
+  }
+  if (n != 2 || ends[0] < 1 || ends[1] < ends[0] || ends[1] > 4294967294LL)
+    return std::nullopt;
+  return std::pair{static_cast<uint32_t>(ends[0]), static_cast<uint32_t>(ends[1])};
 }
 
 } // namespace boxrt

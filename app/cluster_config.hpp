@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "messages/error.hpp"
@@ -40,6 +41,10 @@ struct cluster_config {
   uint32_t uid_first = 0;
   uint32_t uid_last = 0;
 };
+
+/// A sandbox uid range, [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294, as both
+/// `server.sandbox_uid_range` and `cluster.uid_range` take it; nullopt when `v` is not one.
+std::optional<std::pair<uint32_t, uint32_t>> decode_uid_range(const simdjson::dom::element& v);
 
 /// Decodes and checks the block: every key known, every value of its type and range,
 /// `tls` with all three files readable (CAF 0.17 falls back to anonymous TLS without
