@@ -4,6 +4,7 @@
 // every tenant request against it; nothing keeps a copy of its own.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -16,15 +17,27 @@ class trusted_instance {
  public:
   explicit trusted_instance(std::string preset = {}) : value_(std::move(preset)) {}
 
+  /// A cluster node's pin is one value for the whole cluster (docs/cluster.md): `pin(id)`
+  /// pins it there when none is and returns the pinned one ("" when it cannot tell, which
+  /// refuses); `get()` returns it ("" while none is). Both may block (bounded); each is
+  /// asked only until this object holds a value.
+  void use_shared(std::function<std::string(std::string_view)> pin, std::function<std::string()> get) {
+    std::lock_guard guard{mtx_};
+    shared_pin_ = std::move(pin);
+    shared_get_ = std::move(get);
+  }
+
   /// The pinned instance, "" while none is.
   std::string get() const {
     std::lock_guard guard{mtx_};
+    refresh();
     return value_;
   }
 
   /// True when nothing is pinned yet or `id` is the pinned instance.
   bool admits(std::string_view id) const {
     std::lock_guard guard{mtx_};
+    refresh();
     return value_.empty() || equal(value_, id);
   }
 
@@ -32,6 +45,10 @@ class trusted_instance {
   bool pin(std::string_view id) {
     std::lock_guard guard{mtx_};
     if (value_.empty()) {
+      if (shared_pin_) {
+        value_ = shared_pin_(id);
+        return !value_.empty() && equal(value_, id);
+      }
       value_ = std::string{id};
       return true;
     }
@@ -44,8 +61,16 @@ class trusted_instance {
     return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
   }
 
+  /// A cluster's pin, set by another node, once this node has none.
+  void refresh() const {
+    if (value_.empty() && shared_get_)
+      value_ = shared_get_();
+  }
+
   mutable std::mutex mtx_;
-  std::string value_;
+  mutable std::string value_;
+  std::function<std::string(std::string_view)> shared_pin_;
+  std::function<std::string()> shared_get_;
 };
 
 } // namespace boxrt

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -24,6 +26,10 @@
 #include "backends/mount_policy.hpp"
 #include "backends/sandbox/sandbox.hpp"
 #include "backends/registry.hpp"
+#include "backends/linux/watchdog.hpp"
+#include "backends/nsjail/nsjail.hpp"
+#include "net/cluster/node.hpp"
+#include "net/cluster/router.hpp"
 #include "messages/base/log.hpp"
 #include "messages/base/pytext.hpp"
 #include "net/ws/server.hpp"
@@ -124,14 +130,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto cfg = std::move(loaded.value());
-  if (cfg.cluster.enabled) {
-    // A cluster block asks for guarantees (one owner per workspace, state in etcd) that a
-    // lone boxd cannot give: refused, never run as a single node (docs/cluster.md).
-    spdlog::critical("boxd: {}: cluster mode (node {}) is not available in this build; remove the "
-                     "cluster block to run one boxd (docs/cluster.md)",
-                     wire_class(ec::validation), cfg.cluster.node_id);
-    return 2;
-  }
   logs::use_json(cfg.server.log_json);
 
   // Service managers give a soft descriptor limit of 1024 and a higher hard one: every
@@ -155,6 +153,26 @@ int main(int argc, char** argv) {
   host_options host;
   host.uid_first = cfg.server.sandbox_uid_first;
   host.uid_last = cfg.server.sandbox_uid_last;
+  // A cluster node (docs/cluster.md): its membership, ownership and admission state live
+  // in etcd; its uids come from cluster.uid_range, reserved cluster-wide.
+  std::shared_ptr<net::cluster::node> cluster_node;
+  if (cfg.cluster.enabled) {
+    net::cluster::node_options no;
+    no.node_id = cfg.cluster.node_id;
+    no.address = cfg.cluster.advertise_host + ":" + std::to_string(cfg.cluster.advertise_port);
+    no.etcd.endpoints = cfg.cluster.etcd_endpoints;
+    no.prefix = cfg.cluster.etcd_prefix;
+    no.lease = std::chrono::milliseconds{cfg.cluster.lease_ms};
+    no.takeover_wait = std::chrono::milliseconds{cfg.cluster.takeover_wait_ms};
+    cluster_node = std::make_shared<net::cluster::node>(std::move(no));
+    host.uid_first = cfg.cluster.uid_first;
+    host.uid_last = cfg.cluster.uid_last;
+    host.cluster_node = cfg.cluster.node_id;
+    host.reserve_uid = [cluster_node](uint32_t uid, const std::string& key, bool session) {
+      return cluster_node->reserve_uid(uid, key, session);
+    };
+    host.release_uid = [cluster_node](uint32_t uid, const std::string& key) { cluster_node->release_uid(uid, key); };
+  }
   host.host_gid = cfg.server.host_gid >= 0 ? cfg.server.host_gid : static_cast<int64_t>(::getegid());
   host.listen_host = cfg.server.host;
   auto choice = select_backend(cfg.box, host);
@@ -186,33 +204,88 @@ int main(int argc, char** argv) {
 
   caf::actor_system_config sys_cfg;
   configure_actor_system(sys_cfg, 2);
+  if (cluster_node) {
+    // Links between nodes: CAF's middleman (BASP) over TLS with certificates on both
+    // sides, checked against the cluster's CA.
+    sys_cfg.load<caf::io::middleman>();
+    sys_cfg.load<caf::openssl::manager>();
+    sys_cfg.openssl_certificate = cfg.cluster.tls.certificate;
+    sys_cfg.openssl_key = cfg.cluster.tls.key;
+    sys_cfg.openssl_cafile = cfg.cluster.tls.ca_file;
+  }
   caf::actor_system sys{sys_cfg};
   auto pool = std::make_shared<worker_pool>();
   auto processes = std::make_shared<process_registry>();
   if (choice.backend)
     choice.backend->cleanup_orphans();
 
-  // Admission state is loaded before anything serves (contract §4.11).
-  admission_state_options state_opts;
-  state_opts.host_root = cfg.box.local.host_root;
-  state_opts.admission_mode = cfg.box.admission_mode();
-  state_opts.init_state = cfg.init_state;
-  state_opts.tenant_state_exists = holds_tenant_state(cfg.box.local);
-  auto state = open_admission_state(state_opts);
-  if (!state.refusal.empty()) {
-    spdlog::critical("boxd: {}", state.refusal);
-    return 2;
+  // Admission state is loaded before anything serves (contract §4.11); a cluster node's
+  // is in etcd, each write fenced by the node's ownership of the workspace.
+  std::shared_ptr<admission_store> store;
+  if (cluster_node) {
+    store = std::make_shared<net::cluster::etcd_admission_store>(
+      cluster_node->options().etcd, cluster_node->options().prefix,
+      [cluster_node](const std::string& key) { return cluster_node->fence_of(key); });
+  } else {
+    admission_state_options state_opts;
+    state_opts.host_root = cfg.box.local.host_root;
+    state_opts.admission_mode = cfg.box.admission_mode();
+    state_opts.init_state = cfg.init_state;
+    state_opts.tenant_state_exists = holds_tenant_state(cfg.box.local);
+    auto state = open_admission_state(state_opts);
+    if (!state.refusal.empty()) {
+      spdlog::critical("boxd: {}", state.refusal);
+      return 2;
+    }
+    if (!state.note.empty())
+      spdlog::warn("boxd: {}", state.note);
+    if (cfg.server.testing)
+      if (auto n = getenv_or_empty("BOXD_TEST_CRASH_AFTER_COMMITS"); !n.empty())
+        state.store->crash_after_commits(std::stoull(n));
+    store = state.store;
   }
-  if (!state.note.empty())
-    spdlog::warn("boxd: {}", state.note);
-  if (cfg.server.testing)
-    if (auto n = getenv_or_empty("BOXD_TEST_CRASH_AFTER_COMMITS"); !n.empty())
-      state.store->crash_after_commits(std::stoull(n));
+
+  // The node's watchdog fences its sandboxes when boxd stops renewing its lease.
+  std::unique_ptr<watchdog> dog;
+  if (cluster_node) {
+    std::vector<std::string> groups;
+    std::string records;
+    if (auto* b = dynamic_cast<sandbox_backend*>(choice.backend.get())) {
+      groups = b->cgroup_dirs();
+      records = b->mount_records_dir();
+    }
+    auto started = watchdog::start(own_exe_dir() + "/boxrt-watchdog", groups, records);
+    if (!started) {
+      spdlog::critical("boxd: cannot start boxrt-watchdog: {}", started.error().message);
+      return 1;
+    }
+    dog = std::move(started.value());
+    cluster_node->start([w = dog.get()](int64_t deadline) {
+      if (deadline == 0)
+        w->fence_now();
+      else
+        w->set_deadline(deadline);
+    });
+  }
 
   directory_args dargs;
-  dargs.store = state.store;
+  dargs.store = store;
   dargs.config = cfg.box;
-  auto trusted = std::make_shared<trusted_instance>(cfg.server.trusted_instance);
+  auto trusted = std::make_shared<trusted_instance>();
+  if (cluster_node)
+    trusted->use_shared(
+      [cluster_node](std::string_view id) {
+        auto pinned = cluster_node->pin_instance(id);
+        if (!pinned)
+          spdlog::error("boxd: the trusted instance cannot be pinned: {}", pinned.error().message);
+        return pinned ? *pinned : std::string{};
+      },
+      [cluster_node] { return cluster_node->pinned_instance(); });
+  if (!cfg.server.trusted_instance.empty() && !trusted->pin(cfg.server.trusted_instance)) {
+    spdlog::critical("boxd: server.trusted_instance is not the instance the cluster has pinned ({})",
+                     trusted->get());
+    return 2;
+  }
   dargs.trusted = trusted;
   dargs.backend = choice.backend;
   dargs.backend_name = choice.name;
@@ -234,14 +307,39 @@ int main(int argc, char** argv) {
     return backend_pick{next.backend, next.name, next.reason};
   };
   dargs.backend_reason = choice.reason;
-  choice.backend.reset();  // the directory's backend slot is its owner from here
+  if (!cluster_node)
+    choice.backend.reset();  // the directory's backend slot is its owner from here
   dargs.pool = pool;
   dargs.processes = processes;
   dargs.unsafe_soft_storage = cfg.unsafe_soft_storage;
   auto snapshot = std::make_shared<settings_snapshot>();
   dargs.snapshot = snapshot;
   dargs.testing = cfg.server.testing;
-  auto directory = spawn_directory(sys, std::move(dargs));
+  // A cluster node's network side talks to its router, which reaches each workspace's
+  // owner; the router starts a fresh directory whenever the node's lease changes.
+  std::unique_ptr<net::cluster::runtime> cluster;
+  directory_actor directory;
+  if (cluster_node) {
+    net::cluster::router_args ra;
+    ra.self_node = cluster_node;
+    ra.pool = pool;
+    ra.listen_host = cfg.cluster.listen_host;
+    ra.listen_port = cfg.cluster.listen_port;
+    ra.spawn_local = [&sys, dargs] { return spawn_directory(sys, dargs); };
+    auto started = net::cluster::runtime::start(sys, std::move(ra));
+    if (!started) {
+      spdlog::critical("boxd: {}: {}", wire_class(started.error().code), started.error().message);
+      return 2;
+    }
+    cluster = std::move(started.value());
+    directory = cluster->router();
+    // The first registration, before the listening line (bounded: requests fail closed
+    // until it happens).
+    if (!cluster_node->wait_serving(std::chrono::milliseconds{cfg.cluster.lease_ms}))
+      spdlog::warn("boxd: cluster node {} is not serving yet: {}", cluster_node->id(), cluster_node->reason());
+  } else {
+    directory = spawn_directory(sys, std::move(dargs));
+  }
 
   // The entitlements file counts before anything serves.
   load_entitlements(sys, directory);
@@ -249,6 +347,15 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   {
     net::server server{sys, directory, pool, cfg.server, processes, snapshot, trusted};
+    if (cluster_node) {
+      auto endpoints = std::make_shared<net::cluster_endpoints>();
+      endpoints->node_id = cluster_node->id();
+      endpoints->status = [cluster_node] { return cluster_node->status_json(); };
+      endpoints->owner = [cluster_node](const std::string& i, const std::string& w) {
+        return cluster_node->owner_json(i, w);
+      };
+      server.set_cluster(std::move(endpoints));
+    }
     uint16_t port = 0;
     try {
       port = server.start();
@@ -278,6 +385,15 @@ int main(int argc, char** argv) {
                  });
     }
     server.stop();
+  }
+  if (cluster) {
+    // Leaves the cluster (the lease is revoked: its workspaces are free at once). Link
+    // attempts to a paused peer may still be blocked inside the middleman: the process
+    // ends here rather than wait for them.
+    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+    cluster.reset();
+    spdlog::shutdown();
+    std::_Exit(exit_code);
   }
   if (exit_code != 0) {
     // A session did not stop in time: the actor system would wait for it forever.

@@ -32,6 +32,14 @@ sandbox_options sandbox_options_for(const box_config& config, const host_options
   o.io.read_iops = config.limits.io_read_iops;
   o.io.write_iops = config.limits.io_write_iops;
   o.warm_pool = static_cast<int>(config.limits.warm_pool);
+  if (!host.cluster_node.empty()) {
+    o.cgroup_tag = host.cluster_node;
+    o.images_dir = root + "/images";
+    o.multi_mount_protection = true;
+    o.reserve_uid = host.reserve_uid;
+    o.release_uid = host.release_uid;
+    o.warm_pool = 0;
+  }
   return o;
 }
 

@@ -2,6 +2,7 @@
 // (backends-and-skills.md §3), or into the reason there is none.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "backends/backend.hpp"
@@ -23,6 +24,12 @@ struct host_options {
   uint32_t uid_last = 0x7000ffffu;
   int64_t host_gid = -1;
   std::string listen_host;
+  /// A cluster node (docs/cluster.md): its id, and the cluster-wide uid reservation.
+  /// Quota images then live in `<host_root>/images` with multi-mount protection, and no
+  /// warm pool runs (a warm sandbox would hold a uid nobody reserved).
+  std::string cluster_node;
+  std::function<bool(uint32_t, const std::string&, bool)> reserve_uid;
+  std::function<void(uint32_t, const std::string&)> release_uid;
 };
 
 /// Selects the backend named by `config.backend` ("", "auto" and "local" mean bwrap).

@@ -318,5 +318,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, stats_atom, "stats")
   // net/: one inbound WebSocket TEXT message for a connection actor.
   CAF_ADD_ATOM(boxrt, boxrt, frame_atom, "frame")
+  // net/cluster/: links between nodes and the router's own work.
+  CAF_ADD_ATOM(boxrt, boxrt, hello_atom, "hello")
+  CAF_ADD_ATOM(boxrt, boxrt, link_atom, "link")
+  CAF_ADD_ATOM(boxrt, boxrt, members_atom, "members")
+  CAF_ADD_ATOM(boxrt, boxrt, resolved_atom, "resolved")
+  CAF_ADD_ATOM(boxrt, boxrt, tick_atom, "tick")
+  CAF_ADD_ATOM(boxrt, boxrt, reset_atom, "reset")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

@@ -125,9 +125,11 @@ class cgroup_tree {
   /// Removes the `<base>` folders when no group is left in them (boxd shutdown).
   void remove_base() const;
 
+  /// `<base>` in every hierarchy (they may not exist yet): what the watchdog empties.
+  std::vector<std::string> base_dirs() const;
+
  private:
   std::string controller_dir(const char* controller) const;
-  std::vector<std::string> base_dirs() const;
 
   std::string root_;
   std::string base_;

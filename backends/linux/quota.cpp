@@ -198,7 +198,11 @@ result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string
         return make_box_error(ec::box_error, "cannot size " + tmp + ": " + std::strerror(errno));
     }
     auto owner = "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid);
-    if (auto e = run_tool({"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", owner, tmp});
+    // Multi-mount protection: a node mounting an image keeps a sequence number in it
+    // current, and a mount elsewhere waits it out and is refused while it changes.
+    if (mmp_)
+      owner += ",mmp_update_interval=1";
+    if (auto e = run_tool({"mkfs.ext4", "-q", "-F", "-m", "0", "-O", mmp_ ? "^has_journal,mmp" : "^has_journal", "-E", owner, tmp});
         !e.empty()) {
       fs::remove(tmp, err);
       return make_box_error(ec::box_error, "cannot format the quota image of " + mount_point + ": " + e);

@@ -21,6 +21,10 @@ class loop_quota {
   /// `images_dir` holds the images, `records_dir` one record per live mount.
   loop_quota(std::string images_dir, std::string records_dir);
 
+  /// Images made from now on carry ext4 multi-mount protection (a cluster's shared
+  /// images: the kernel refuses a second mount of an image in use on another node).
+  void use_multi_mount_protection(bool on) { mmp_ = on; }
+
   /// Holds one mount; the last lease of a mount point unmounts it.
   class lease {
    public:
@@ -65,6 +69,7 @@ class loop_quota {
   box_error mount_image(const std::string& image, const std::string& mount_point);
 
   std::string images_dir_;
+  bool mmp_ = false;
   std::string records_dir_;
   std::mutex mtx_;
   struct mounted {

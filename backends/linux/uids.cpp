@@ -44,17 +44,25 @@ void uid_allocator::scan(const std::string& dir) {
 result<uint32_t> uid_allocator::take(const std::string& key) {
   if (auto it = by_key_.find(key); it != by_key_.end())
     return it->second;
-  // The lowest free uid: the range stays compact and assignments are reproducible.
-  uint32_t uid = first_;
-  for (auto it = by_uid_.lower_bound(first_); it != by_uid_.end() && it->first == uid; ++it) {
-    if (uid == last_)
-      return make_box_error(ec::capacity_exceeded, "Box sandbox uid range " + std::to_string(first_) + "-"
-                                                     + std::to_string(last_) + " is exhausted");
-    ++uid;
-  }
-  if (uid > last_ || by_uid_.contains(uid))
+  // The lowest free uid: the range stays compact and assignments are reproducible. In a
+  // cluster, a uid another node reserved is skipped (and remembered as taken).
+  auto exhausted = [&] {
     return make_box_error(ec::capacity_exceeded, "Box sandbox uid range " + std::to_string(first_) + "-"
                                                    + std::to_string(last_) + " is exhausted");
+  };
+  uint32_t uid = first_;
+  for (;;) {
+    for (auto it = by_uid_.lower_bound(uid); it != by_uid_.end() && it->first == uid; ++it) {
+      if (uid == last_)
+        return exhausted();
+      ++uid;
+    }
+    if (uid > last_ || by_uid_.contains(uid))
+      return exhausted();
+    if (!reserve_ || reserve_(uid, key, key.rfind("session:", 0) == 0))
+      break;
+    by_uid_[uid] = "elsewhere:" + std::to_string(uid);
+  }
   by_key_[key] = uid;
   by_uid_[uid] = key;
   return uid;
@@ -64,7 +72,8 @@ result<uint32_t> uid_allocator::for_workspace(const std::string& real_path, uint
   std::lock_guard lock{mtx_};
   if (auto it = by_key_.find(real_path); it != by_key_.end())
     return it->second;
-  if (owner >= first_ && owner <= last_ && !by_uid_.contains(owner)) {
+  if (owner >= first_ && owner <= last_ && !by_uid_.contains(owner)
+      && (!reserve_ || reserve_(owner, real_path, false))) {
     by_key_[real_path] = owner;
     by_uid_[owner] = real_path;
     return owner;
@@ -82,6 +91,8 @@ void uid_allocator::release(const std::string& session) {
   auto it = by_key_.find(session_key(session));
   if (it == by_key_.end())
     return;
+  if (unreserve_)
+    unreserve_(it->second, it->first);
   by_uid_.erase(it->second);
   by_key_.erase(it);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -44,6 +45,15 @@ class uid_allocator {
   bool is_new_workspace(const std::string& real_path, uint32_t owner) const;
 
 
+  /// A cluster node (docs/cluster.md): a uid is handed out only when `reserve(uid, key,
+  /// session)` also reserves it cluster-wide for that key (a workspace's real path, or
+  /// "session:<id>"); `unreserve` gives a session's back. Set before any use.
+  void use_reservations(std::function<bool(uint32_t, const std::string&, bool)> reserve,
+                        std::function<void(uint32_t, const std::string&)> unreserve) {
+    reserve_ = std::move(reserve);
+    unreserve_ = std::move(unreserve);
+  }
+
   /// The workspace folders and sessions that hold a uid now.
   size_t assigned() const;
 
@@ -52,6 +62,8 @@ class uid_allocator {
 
   uint32_t first_;
   uint32_t last_;
+  std::function<bool(uint32_t, const std::string&, bool)> reserve_;
+  std::function<void(uint32_t, const std::string&)> unreserve_;
   mutable std::mutex mtx_;
   std::map<std::string, uint32_t> by_key_;
   std::map<uint32_t, std::string> by_uid_;

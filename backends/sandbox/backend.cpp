@@ -86,7 +86,7 @@ std::shared_ptr<host_state> host_state::open(const sandbox_options& o, std::stri
     }
   }
   // Group names carry this state directory, so two boxds never share a cgroup.
-  auto base = "boxrt-" + sha256_hex(o.state_dir).substr(0, 12);
+  auto base = "boxrt-" + sha256_hex(o.cgroup_tag.empty() ? o.state_dir : o.state_dir + '\n' + o.cgroup_tag).substr(0, 12);
   if (!o.cgroup_root.empty()) {
     auto cg = std::make_unique<cgroup_tree>(o.cgroup_root, base, cgroup_tree::detect(o.cgroup_root));
     if (cg->usable(&h->cgroup_reason))
@@ -98,8 +98,12 @@ std::shared_ptr<host_state> host_state::open(const sandbox_options& o, std::stri
   } else {
     h->cgroup_reason = "cgroups disabled by configuration";
   }
-  h->quota = std::make_unique<loop_quota>(o.state_dir + "/images", o.state_dir + "/mounts");
+  h->quota = std::make_unique<loop_quota>(o.images_dir.empty() ? o.state_dir + "/images" : o.images_dir,
+                                          o.state_dir + "/mounts");
+  h->quota->use_multi_mount_protection(o.multi_mount_protection);
   h->uids = std::make_shared<uid_allocator>(o.uid_first, o.uid_last);
+  if (o.reserve_uid)
+    h->uids->use_reservations(o.reserve_uid, o.release_uid);
   for (auto& dir : o.workspace_roots)
     h->uids->scan(dir);
   open_states[o.state_dir] = h;
@@ -698,6 +702,16 @@ readiness_report sandbox_backend::probe_readiness(const std::string& workspace_p
   if (!r.details[readiness::bounded_ephemeral_storage])
     r.details[readiness::bounded_ephemeral_storage] = false;
   return r;
+}
+
+} // namespace boxrt
+
+namespace boxrt {
+
+std::vector<std::string> sandbox_backend::cgroup_dirs() const {
+  if (!impl_->host || !impl_->host->cgroups)
+    return {};
+  return impl_->host->cgroups->base_dirs();
 }
 
 } // namespace boxrt

@@ -88,6 +88,15 @@ struct sandbox_options {
   /// first use in a new workspace that fits (see pool_fits) adopts one instead of
   /// starting a sandbox. The pool fills once cleanup_orphans has run.
   int warm_pool = 0;
+  /// A cluster node (docs/cluster.md "Storage"): names its cgroups with `cgroup_tag` (the
+  /// node id; nodes may share one state path, each in its own mount namespace), keeps
+  /// quota images in `images_dir` (shared storage) with ext4 multi-mount protection, and
+  /// reserves uids cluster-wide through `reserve_uid` / `release_uid`.
+  std::string cgroup_tag;
+  std::string images_dir;  // "" = <state_dir>/images
+  bool multi_mount_protection = false;
+  std::function<bool(uint32_t, const std::string&, bool)> reserve_uid;
+  std::function<void(uint32_t, const std::string&)> release_uid;
 };
 
 /// What the warm pool holds and has done (tests, logs).
@@ -145,6 +154,10 @@ class sandbox_backend : public backend {
 
   /// The warm pool now.
   warm_pool_status pool_status() const;
+  /// This backend's cgroup folders (empty without cgroups) and mount-record folder:
+  /// what a cluster node's watchdog fences (docs/cluster.md "Failing closed").
+  std::vector<std::string> cgroup_dirs() const;
+  std::string mount_records_dir() const { return opts_.state_dir + "/mounts"; }
 
   /// Waits until `n` warm sandboxes are ready, at most `timeout`; false on the timeout.
   bool wait_pool_ready(size_t n, std::chrono::milliseconds timeout) const;

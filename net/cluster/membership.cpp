@@ -92,6 +92,8 @@ void membership::set_reason(std::string why) {
 
 void membership::fail_closed(std::string why) {
   valid_until_ = 0;
+  if (opts_.on_deadline)
+    opts_.on_deadline(0);
   set_reason(std::move(why));
 }
 
@@ -186,6 +188,8 @@ void membership::run() {
     }
     if (why.empty()) {
       valid_until_ = std::max(valid_until_.load(), sent + proven);
+      if (opts_.on_deadline)
+        opts_.on_deadline(valid_until_.load());
       set_reason({});
     } else if (lost) {
       fail_closed(why);

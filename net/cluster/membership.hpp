@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,6 +35,9 @@ class membership {
     std::string node_id;  // "n1"
     std::string address;  // the advertised HOST:PORT
     std::chrono::milliseconds lease{3000};
+    /// Runs on the renewing thread after each change of the proven deadline
+    /// (CLOCK_BOOTTIME ns), with 0 when the lease is found lost early (the watchdog's page).
+    std::function<void(int64_t)> on_deadline;
   };
 
   explicit membership(options o);

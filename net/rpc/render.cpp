@@ -143,7 +143,8 @@ std::string storage_json(const storage_report& x) {
   return w.take();
 }
 
-probe_body render_probe(bool live, const std::optional<health_info>& info, uint64_t connections) {
+probe_body render_probe(bool live, const std::optional<health_info>& info, uint64_t connections,
+                        const std::string& node_id) {
   json::writer w;
   probe_body out;
   w.begin_object();
@@ -151,7 +152,10 @@ probe_body render_probe(bool live, const std::optional<health_info>& info, uint6
     // Liveness means the actor core answers; no host paths or error texts here.
     w.key("live").value(info.has_value());
     // This node's cluster id (docs/cluster.md); null for a boxd without a cluster.
-    w.key("node_id").null();
+    if (node_id.empty())
+      w.key("node_id").null();
+    else
+      w.key("node_id").value(node_id);
     out.ok = info.has_value();
   } else {
     // Nothing is ready before the directory's first probe has finished.

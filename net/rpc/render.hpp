@@ -37,6 +37,8 @@ struct probe_body {
   bool ok = false;
   std::string json;
 };
-probe_body render_probe(bool live, const std::optional<health_info>& info, uint64_t connections);
+/// `node_id`: this cluster node's id ("" renders null: no cluster).
+probe_body render_probe(bool live, const std::optional<health_info>& info, uint64_t connections,
+                        const std::string& node_id = {});
 
 } // namespace boxrt::net

@@ -101,6 +101,9 @@ class http_session final : public session_base {
     } else if (path == "/metrics") {
       if (answer_unless_get(req))
         handle_metrics(req);
+    } else if (path == "/cluster" || path == "/cluster/owner") {
+      if (answer_unless_get(req))
+        handle_cluster(req, path == "/cluster/owner");
     } else if (path == "/healthz" || path == "/readyz") {
       if (!answer_unless_get(req))
         return;
@@ -116,28 +119,103 @@ class http_session final : public session_base {
     }
   }
 
-  /// GET /metrics: the Prometheus exposition. With a control token configured, the
-  /// scrape must carry it (Authorization: Bearer, or the control-token header).
-  void handle_metrics(const http::request<http::string_body>& req) {
+  /// With a control token configured, an operator endpoint (/metrics, /cluster) must
+  /// carry it (Authorization: Bearer, or the control-token header); false after
+  /// answering 401.
+  bool control_authorized(const http::request<http::string_body>& req) {
     const auto& token = srv_.opts.control_token;
-    if (!token.empty()) {
-      bool ok = false;
-      if (auto i = req.find(http::field::authorization); i != req.end()) {
-        auto v = sv(i->value());
-        constexpr std::string_view bearer = "Bearer ";
-        ok = v.size() > bearer.size() && v.substr(0, bearer.size()) == bearer
-             && constant_time_equal(v.substr(bearer.size()), token);
-      }
-      if (auto i = req.find(token_header); !ok && i != req.end())
-        ok = constant_time_equal(sv(i->value()), token);
-      if (!ok) {
-        auto res = make_response(http::status::unauthorized, req.version(), req.keep_alive(),
-                                 "text/plain", "Unauthorized");
-        res.set(http::field::www_authenticate, "Bearer");
-        write(std::move(res));
-        return;
+    if (token.empty())
+      return true;
+    bool ok = false;
+    if (auto i = req.find(http::field::authorization); i != req.end()) {
+      auto v = sv(i->value());
+      constexpr std::string_view bearer = "Bearer ";
+      ok = v.size() > bearer.size() && v.substr(0, bearer.size()) == bearer
+           && constant_time_equal(v.substr(bearer.size()), token);
+    }
+    if (auto i = req.find(token_header); !ok && i != req.end())
+      ok = constant_time_equal(sv(i->value()), token);
+    if (!ok) {
+      auto res = make_response(http::status::unauthorized, req.version(), req.keep_alive(),
+                               "text/plain", "Unauthorized");
+      res.set(http::field::www_authenticate, "Bearer");
+      write(std::move(res));
+    }
+    return ok;
+  }
+
+  /// GET /cluster (local state) and GET /cluster/owner?instance=I&workspace=W (asks
+  /// etcd on the worker pool): docs/cluster.md "Observability".
+  void handle_cluster(const http::request<http::string_body>& req, bool owner) {
+    if (!control_authorized(req))
+      return;
+    auto json = [&](http::status status, std::string body) {
+      write(make_response(status, req.version(), req.keep_alive(), "application/json", std::move(body)));
+    };
+    auto cluster = srv_.cluster;
+    if (!cluster) {
+      json(http::status::not_found, R"({"error": "this boxd is not a cluster node"})");
+      return;
+    }
+    if (!owner) {
+      json(http::status::ok, cluster->status());
+      return;
+    }
+    auto target = sv(req.target());
+    std::optional<std::string> instance, workspace;
+    if (auto q = target.find('?'); q != std::string_view::npos) {
+      auto query = target.substr(q + 1);
+      while (!query.empty()) {
+        auto amp = query.find('&');
+        auto part = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        auto eq = part.find('=');
+        if (eq == std::string_view::npos)
+          continue;
+        auto value = percent_decode(part.substr(eq + 1));
+        if (part.substr(0, eq) == "instance")
+          instance = value;
+        else if (part.substr(0, eq) == "workspace")
+          workspace = value;
       }
     }
+    if (!instance || !workspace || instance->empty() || workspace->empty()) {
+      json(http::status::bad_request, R"({"error": "both instance and workspace are required"})");
+      return;
+    }
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    waiting_ = true;
+    timer_.expires_after(std::chrono::seconds{10});
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->on_cluster_owner(box_error{ec::runtime_unavailable, "etcd did not answer in time"});
+    });
+    srv_.pool->submit([weak = std::weak_ptr<http_session>{self()}, gate = srv_.gate, cluster,
+                       instance = *instance, workspace = *workspace] {
+      auto answer = cluster->owner(instance, workspace);
+      gate->post(weak, [answer = std::move(answer)](http_session& s) mutable { s.on_cluster_owner(std::move(answer)); });
+    });
+  }
+
+  void on_cluster_owner(result<std::string> answer) {
+    if (!waiting_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    if (answer)
+      write(make_response(http::status::ok, version_, keep_alive_, "application/json", std::move(*answer)));
+    else {
+      json::writer w;
+      w.begin_object().key("error").value(answer.error().message).end_object();
+      write(make_response(http::status::service_unavailable, version_, keep_alive_, "application/json", w.take()));
+    }
+  }
+
+  /// GET /metrics: the Prometheus exposition, behind the control token when one is set.
+  void handle_metrics(const http::request<http::string_body>& req) {
+    if (!control_authorized(req))
+      return;
     metrics::scrape_values v;
     v.connections = static_cast<int64_t>(srv_.ws_count.load());
     v.pending_handshakes = static_cast<int64_t>(srv_.pending_handshakes.load());
@@ -352,7 +430,8 @@ class http_session final : public session_base {
       return;
     waiting_ = false;
     timer_.cancel();
-    auto body = render_probe(kind_ == probe::live, info, srv_.ws_count.load());
+    auto body = render_probe(kind_ == probe::live, info, srv_.ws_count.load(),
+                             srv_.cluster ? srv_.cluster->node_id : std::string{});
     write(make_response(body.ok ? http::status::ok : http::status::service_unavailable, version_,
                         keep_alive_, "application/json", std::move(body.json)));
   }

@@ -311,6 +311,10 @@ void server::stop() {
   spdlog::info("net: stopped");
 }
 
+void server::set_cluster(std::shared_ptr<const cluster_endpoints> cluster) {
+  impl_->cluster = std::move(cluster);
+}
+
 size_t server::connections() const {
   return impl_->ws_count.load();
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "actors/settings_snapshot.hpp"
 #include "actors/trusted_instance.hpp"
 #include "messages/base/worker_pool.hpp"
+#include "messages/error.hpp"
 #include "net/ws/server_options.hpp"
 
 namespace caf {
@@ -42,6 +44,16 @@ struct server_stats {
   uint64_t refused_accepts = 0;
 };
 
+/// What a cluster node answers on GET /cluster and /cluster/owner (docs/cluster.md).
+struct cluster_endpoints {
+  std::string node_id;
+  /// The /cluster body, from local state.
+  std::function<std::string()> status;
+  /// The /cluster/owner body for an instance and workspace; blocking (etcd), so it runs
+  /// on the worker pool.
+  std::function<result<std::string>(const std::string&, const std::string&)> owner;
+};
+
 class server {
  public:
   /// `processes` is where the stdio relay finds managed processes (the registry the
@@ -66,6 +78,9 @@ class server {
   /// Stops accepting, answers or fails in-flight requests, closes every socket with 1001
   /// "Box runtime shutting down" and joins the I/O threads. Idempotent.
   void stop();
+
+  /// Makes this a cluster node's server (before start()).
+  void set_cluster(std::shared_ptr<const cluster_endpoints> cluster);
 
   /// Connections open now.
   size_t connections() const;

@@ -210,6 +210,8 @@ struct server_core {
   std::shared_ptr<process_registry> processes;
   /// The trusted instance, shared with the directory (one object per boxd).
   std::shared_ptr<trusted_instance> pins;
+  /// A cluster node's GET /cluster endpoints (null: not a cluster node).
+  std::shared_ptr<const cluster_endpoints> cluster;
   std::shared_ptr<shared_state> shared = std::make_shared<shared_state>();
   std::shared_ptr<io_gate> gate = std::make_shared<io_gate>();
   std::string transfer_prefix;

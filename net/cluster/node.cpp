@@ -1,0 +1,230 @@
+#include "net/cluster/node.hpp"
+
+#include "messages/base/json.hpp"
+#include "messages/tenancy.hpp"
+
+namespace boxrt::net::cluster {
+
+namespace {
+
+/// At most this many refused links are remembered for GET /cluster (the newest).
+constexpr size_t max_refusals = 32;
+
+} // namespace
+
+node::node(node_options o) : opts_(std::move(o)) {
+}
+
+void node::start(std::function<void(int64_t)> on_deadline) {
+  membership::options m;
+  m.etcd = opts_.etcd;
+  m.prefix = opts_.prefix;
+  m.node_id = opts_.node_id;
+  m.address = opts_.address;
+  m.lease = opts_.lease;
+  m.on_deadline = std::move(on_deadline);
+  membership_ = std::make_unique<membership>(std::move(m));
+  membership_->start();
+}
+
+void node::stop() {
+  membership_.reset();
+  forget_owned();
+}
+
+bool node::serving() const {
+  return membership_ && membership_->serving();
+}
+
+bool node::wait_serving(std::chrono::milliseconds timeout) const {
+  return membership_ && membership_->wait_serving(true, timeout);
+}
+
+std::string node::reason() const {
+  return membership_ ? membership_->reason() : std::string{"it has not started"};
+}
+
+int64_t node::lease() const {
+  return membership_ ? membership_->lease_id() : 0;
+}
+
+std::string node::not_serving_text() const {
+  return "Box cluster node " + opts_.node_id + " is not serving: " + reason();
+}
+
+std::optional<int64_t> node::owned(const std::string& ns) const {
+  auto current = lease();
+  std::lock_guard lock{mtx_};
+  auto i = owned_.find(ns);
+  if (i == owned_.end() || current == 0 || i->second.lease != current)
+    return std::nullopt;
+  return i->second.epoch;
+}
+
+void node::set_owned(const std::string& ns, int64_t epoch, int64_t lease) {
+  std::lock_guard lock{mtx_};
+  owned_[ns] = held{epoch, lease};
+}
+
+void node::forget_owned() {
+  std::lock_guard lock{mtx_};
+  owned_.clear();
+}
+
+std::optional<fence> node::fence_of(const std::string& record_key) const {
+  auto sep = record_key.find('\0');
+  if (sep == std::string::npos)
+    return std::nullopt;
+  auto ns = box_namespace(std::string_view{record_key}.substr(0, sep),
+                          std::string_view{record_key}.substr(sep + 1));
+  auto epoch = owned(ns);
+  if (!epoch)
+    return std::nullopt;
+  return fence{owner_key(ns), *epoch};
+}
+
+void node::set_registered(std::map<std::string, std::string> members, bool etcd_up) {
+  std::lock_guard lock{mtx_};
+  etcd_up_ = etcd_up;
+  if (etcd_up)
+    registered_ = std::move(members);
+}
+
+void node::set_link(const std::string& node_id, bool alive, std::string error) {
+  std::lock_guard lock{mtx_};
+  links_[node_id] = {alive, std::move(error)};
+}
+
+std::vector<std::string> node::alive_peers() const {
+  std::lock_guard lock{mtx_};
+  std::vector<std::string> out;
+  for (auto& [id, address] : registered_)
+    if (auto i = links_.find(id); id != opts_.node_id && i != links_.end() && i->second.first)
+      out.push_back(id);
+  return out;
+}
+
+std::map<std::string, std::string> node::registered() const {
+  std::lock_guard lock{mtx_};
+  return registered_;
+}
+
+void node::add_refusal(refusal r) {
+  std::lock_guard lock{mtx_};
+  if (refusals_.size() >= max_refusals)
+    refusals_.erase(refusals_.begin());
+  refusals_.push_back(std::move(r));
+}
+
+std::string node::status_json() const {
+  bool is_serving = serving();
+  auto why = is_serving ? std::string{} : reason();
+  std::lock_guard lock{mtx_};
+  json::writer w;
+  w.begin_object();
+  w.key("node_id").value(opts_.node_id);
+  w.key("serving").value(is_serving);
+  if (!is_serving)
+    w.key("reason").value(why);
+  w.key("etcd").value(etcd_up_ ? "up" : "down");
+  w.key("members").begin_array();
+  auto members = registered_;
+  members.emplace(opts_.node_id, opts_.address); // itself, also while etcd is down
+  for (auto& [id, address] : members) {
+    bool self = id == opts_.node_id;
+    auto link = links_.find(id);
+    w.begin_object();
+    w.key("node_id").value(id);
+    w.key("address").value(address);
+    w.key("alive").value(self ? is_serving : (link != links_.end() && link->second.first));
+    w.key("self").value(self);
+    if (!self && link != links_.end() && !link->second.first && !link->second.second.empty())
+      w.key("link_error").value(link->second.second);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("refused").begin_array();
+  for (auto& r : refusals_) {
+    w.begin_object();
+    w.key("node_id").value(r.node_id);
+    w.key("address").value(r.address);
+    w.key("reason").value(r.reason);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.take();
+}
+
+result<std::string> node::owner_json(const std::string& instance, const std::string& workspace) const {
+  auto ns = box_namespace(instance, workspace);
+  ownership o{opts_.etcd, opts_.prefix};
+  auto current = o.owner_of(ns);
+  if (!current)
+    return current.error();
+  json::writer w;
+  w.begin_object();
+  w.key("workspace_namespace").value(ns);
+  if (*current) {
+    w.key("owner").value((*current)->node_id);
+    w.key("epoch").value((*current)->epoch);
+  } else {
+    w.key("owner").null();
+    w.key("epoch").null();
+  }
+  w.end_object();
+  return w.take();
+}
+
+bool node::reserve_uid(uint32_t uid, const std::string& key, bool session) {
+  auto lease_id = session ? lease() : 0;
+  if (session && lease_id == 0)
+    return false;
+  etcd::client c{opts_.etcd};
+  auto made = c.create(opts_.prefix + "/uids/" + std::to_string(uid), key, lease_id);
+  if (!made)
+    return false;
+  return made->created || (made->existing && made->existing->value == key);
+}
+
+void node::release_uid(uint32_t uid, const std::string& key) {
+  etcd::client c{opts_.etcd};
+  auto path = opts_.prefix + "/uids/" + std::to_string(uid);
+  if (auto kv = c.get(path); kv && *kv && (*kv)->value == key)
+    (void)c.erase(path);
+}
+
+result<std::string> node::pin_instance(std::string_view id) {
+  {
+    std::lock_guard lock{mtx_};
+    if (!pinned_.empty())
+      return pinned_;
+  }
+  etcd::client c{opts_.etcd};
+  auto made = c.create(opts_.prefix + "/trusted-instance", id);
+  if (!made)
+    return made.error();
+  std::string winner = made->created ? std::string{id} : made->existing ? made->existing->value : std::string{};
+  if (winner.empty())
+    return box_error{ec::runtime_unavailable, "the cluster's trusted instance changed during the pin"};
+  std::lock_guard lock{mtx_};
+  pinned_ = winner;
+  return winner;
+}
+
+std::string node::pinned_instance() {
+  {
+    std::lock_guard lock{mtx_};
+    if (!pinned_.empty())
+      return pinned_;
+  }
+  etcd::client c{opts_.etcd};
+  auto kv = c.get(opts_.prefix + "/trusted-instance");
+  if (!kv || !*kv)
+    return {};
+  std::lock_guard lock{mtx_};
+  pinned_ = (*kv)->value;
+  return pinned_;
+}
+
+} // namespace boxrt::net::cluster

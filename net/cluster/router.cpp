@@ -1,0 +1,682 @@
+#include "net/cluster/router.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/caf_support.hpp"
+#include "actors/pool_job.hpp"
+#include "messages/tenancy.hpp"
+
+namespace boxrt::net::cluster {
+
+namespace {
+
+using router_actor = directory_actor::extend<
+  // Self-sent every tick_period: fail-closed checks, takeover waits, re-resolution.
+  caf::reacts_to<tick_atom>,
+  // Worker pool: who owns a workspace (ns, owner, epoch, lease, preferred, error).
+  caf::reacts_to<resolved_atom, std::string, std::string, int64_t, int64_t, std::string, std::string>,
+  // Linker: a verified link to a member (node_id, address, its router).
+  caf::reacts_to<link_atom, std::string, std::string, caf::actor>,
+  // Linker: the members registered under a live lease now.
+  caf::reacts_to<members_atom, std::set<std::string>>>;
+
+/// What a node publishes on cluster.listen. A hello names the dialing node, its address
+/// and its router; only when that node is registered at that address does the gate link
+/// its own router to it and answer with its node id and router. One connection carries
+/// both directions: of two members, the one with the smaller node_id dials.
+using gate_actor = caf::typed_actor<
+  caf::replies_to<hello_atom, std::string, std::string, caf::actor>::with<std::string, caf::actor>>;
+/// The gate with its own worker-pool replies (the verdict on a hello: "" admits).
+using gate_impl = gate_actor::extend<caf::reacts_to<link_atom, uint64_t, std::string>>;
+
+constexpr auto tick_period = std::chrono::milliseconds{50};
+/// A forwarded action waits for its reply at most this long; a lost link fails it sooner.
+constexpr auto forward_timeout = std::chrono::seconds{86400};
+constexpr auto hello_timeout = std::chrono::seconds{3};
+
+using clock_type = std::chrono::steady_clock;
+
+struct router_state;
+using self_ptr = router_actor::stateful_pointer<router_state>;
+
+/// One routed request: where it goes once its owner is known.
+struct pending {
+  clock_type::time_point deadline;
+  /// Sent by another node's router: served here or refused, never forwarded again.
+  bool from_remote = false;
+  /// Sends it to `target`: this node's directory (`remote` false) or a peer's router.
+  std::function<void(self_ptr, const directory_actor& target, const std::string& peer, std::shared_ptr<pending> me)> go;
+  std::function<void(const box_error&)> fail;
+};
+using pending_ptr = std::shared_ptr<pending>;
+
+struct peer {
+  std::string address;
+  directory_actor router;
+};
+
+struct flight {
+  std::shared_ptr<bool> done;
+  std::function<void(const box_error&)> fail;
+};
+
+struct router_state {
+  static inline const char* name = "boxrt.cluster.router";
+  router_args args;
+  directory_actor local;
+  /// `local`, for the exit functor (the directory never outlives the router).
+  std::shared_ptr<directory_actor> local_ref = std::make_shared<directory_actor>();
+  /// The lease `local` serves under; a new lease means a fresh directory.
+  int64_t lease_seen = 0;
+  /// `local` has served a workspace (so a reset must stop it).
+  bool dirty = false;
+  bool resetting = false;
+  std::vector<pending_ptr> after_reset;
+  std::map<std::string, peer> peers;
+  /// ns -> the owner last resolved (another node).
+  std::unordered_map<std::string, std::string> cache;
+  std::unordered_map<std::string, std::vector<pending_ptr>> waiting;
+  std::set<std::string> resolving;
+  std::unordered_map<std::string, std::string> last_error;
+  std::map<std::string, std::map<uint64_t, flight>> inflight;
+  uint64_t next_flight = 0;
+  /// The last box_init, applied to every fresh directory.
+  std::optional<box_config> last_init;
+};
+
+std::string not_owner_text(const std::string& node_id) {
+  return "Box cluster node " + node_id + " does not own this workspace";
+}
+
+bool is_not_owner(const box_error& e) {
+  return e.code == ec::runtime_unavailable && e.message.rfind("Box cluster node ", 0) == 0
+         && e.message.find(" does not own this workspace") != std::string::npos;
+}
+
+void dispatch(self_ptr self, const std::string& ns, pending_ptr p);
+
+void finish_reset(self_ptr self) {
+  auto& st = self->state;
+  st.resetting = false;
+  for (auto& p : std::exchange(st.after_reset, {}))
+    p->go(self, st.local, "", p);
+}
+
+/// A fresh directory for a new lease: the old one's sessions are stopped first (their
+/// sandboxes killed, images unmounted), and workspace requests wait for that.
+void begin_reset(self_ptr self) {
+  auto& st = self->state;
+  st.lease_seen = st.args.self_node->lease();
+  st.cache.clear();
+  if (!st.dirty || st.resetting)
+    return;
+  st.dirty = false;
+  st.resetting = true;
+  auto old = st.local;
+  st.local = st.args.spawn_local();
+  *st.local_ref = st.local;
+  if (st.last_init)
+    caf::anon_send(st.local, init_atom_v, *st.last_init);
+  spdlog::warn("cluster: node {} stops its sessions: {}", st.args.self_node->id(),
+               st.args.self_node->serving() ? std::string{"its lease changed"} : st.args.self_node->reason());
+  self->request(old, stop_timeout, shutdown_atom_v)
+    .then(
+      [self, old](int64_t n) {
+        spdlog::info("cluster: {} session(s) stopped", n);
+        caf::anon_send_exit(old, caf::exit_reason::user_shutdown);
+        finish_reset(self);
+      },
+      [self, old](caf::error& err) {
+        spdlog::error("cluster: stopping the sessions failed: {}", caf::to_string(err));
+        caf::anon_send_exit(old, caf::exit_reason::user_shutdown);
+        finish_reset(self);
+      });
+}
+
+void go_local(self_ptr self, pending_ptr p) {
+  auto& st = self->state;
+  if (st.args.self_node->lease() != st.lease_seen)
+    begin_reset(self);
+  if (st.resetting) {
+    st.after_reset.push_back(std::move(p));
+    return;
+  }
+  st.dirty = true;
+  p->go(self, st.local, "", p);
+}
+
+void go_remote(self_ptr self, const std::string& peer_id, pending_ptr p) {
+  auto& peer = self->state.peers.at(peer_id);
+  p->go(self, peer.router, peer_id, p);
+}
+
+void resolve(self_ptr self, const std::string& ns) {
+  auto& st = self->state;
+  if (!st.resolving.insert(ns).second)
+    return;
+  bool claim_any = false;
+  for (auto& p : st.waiting[ns])
+    claim_any = claim_any || p->from_remote;
+  auto nd = st.args.self_node;
+  std::vector<std::string> alive = nd->alive_peers();
+  alive.push_back(nd->id());
+  auto job = [nd, ns, alive, claim_any] {
+    using out = std::tuple<std::string, std::string, int64_t, int64_t, std::string, std::string>;
+    ownership o{nd->options().etcd, nd->options().prefix};
+    auto current = o.owner_of(ns);
+    if (!current)
+      return out{ns, "", 0, 0, "", current.error().message};
+    if (*current)
+      return out{ns, (*current)->node_id, (*current)->epoch, (*current)->lease, "", ""};
+    auto preferred = preferred_owner(ns, alive);
+    if (!claim_any && preferred != nd->id())
+      return out{ns, "", 0, 0, preferred, ""};
+    auto claimed = o.claim(ns, nd->id(), nd->options().address, nd->lease());
+    if (!claimed)
+      return out{ns, "", 0, 0, preferred, claimed.error().message};
+    if (claimed->node_id == nd->id())
+      spdlog::info("cluster: node {} owns {} (epoch {})", nd->id(), ns, claimed->epoch);
+    return out{ns, claimed->node_id, claimed->epoch, claimed->lease, preferred, ""};
+  };
+  pool_job(*st.args.pool, caf::actor_cast<router_actor>(self), std::move(job), resolved_atom_v);
+}
+
+void dispatch(self_ptr self, const std::string& ns, pending_ptr p) {
+  auto& st = self->state;
+  auto& nd = *st.args.self_node;
+  if (!nd.serving()) {
+    p->fail({ec::runtime_unavailable, nd.not_serving_text()});
+    return;
+  }
+  if (nd.owned(ns)) {
+    go_local(self, std::move(p));
+    return;
+  }
+  if (!p->from_remote)
+    if (auto c = st.cache.find(ns); c != st.cache.end() && st.peers.count(c->second)) {
+      go_remote(self, c->second, std::move(p));
+      return;
+    }
+  st.waiting[ns].push_back(std::move(p));
+  resolve(self, ns);
+}
+
+void drop_peer(self_ptr self, const std::string& id, const std::string& why) {
+  auto& st = self->state;
+  auto i = st.peers.find(id);
+  if (i == st.peers.end())
+    return;
+  self->demonitor(i->second.router.address());
+  st.peers.erase(i);
+  st.args.self_node->set_link(id, false, why);
+  if (st.args.relink)
+    st.args.relink();
+  spdlog::warn("cluster: node {} lost its link to {}: {}", st.args.self_node->id(), id, why);
+  for (auto c = st.cache.begin(); c != st.cache.end();)
+    c = c->second == id ? st.cache.erase(c) : std::next(c);
+  // What was forwarded there has an unknown outcome: it fails, never runs twice.
+  for (auto& [n, f] : std::exchange(st.inflight[id], {}))
+    if (!*f.done) {
+      *f.done = true;
+      f.fail({ec::runtime_unavailable, "Box cluster node " + id + " was lost while serving the request"});
+    }
+  st.inflight.erase(id);
+}
+
+/// A routed request: `forward` sends it by request (an answer "not the owner" sends it on
+/// to the owner found again); `delegated` hands it over so the owner answers the original
+/// sender (the stdio relay, whose actor is the sender).
+template <class Reply, class Atom, class Request>
+caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Request req, bool delegated = false) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<Reply>();
+  auto p = std::make_shared<pending>();
+  const auto& sender = self->current_sender();
+  p->from_remote = sender && sender->node() != self->node();
+  p->deadline = clock_type::now() + st.args.self_node->options().takeover_wait;
+  p->fail = [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); };
+  p->go = [rp, atom, req, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
+                                         pending_ptr me) mutable {
+    if (peer_id.empty() || delegated) {
+      rp.delegate(target, atom, req);
+      return;
+    }
+    auto& st = self->state;
+    auto id = ++st.next_flight;
+    auto done = std::make_shared<bool>(false);
+    st.inflight[peer_id].emplace(id, flight{done, me->fail});
+    self->request(target, forward_timeout, atom, req)
+      .then(
+        [self, rp, done, peer_id, id](Reply& r) mutable {
+          self->state.inflight[peer_id].erase(id);
+          if (std::exchange(*done, true))
+            return;
+          rp.deliver(std::move(r));
+        },
+        [self, rp, done, peer_id, id, ns, me](caf::error& err) mutable {
+          self->state.inflight[peer_id].erase(id);
+          if (std::exchange(*done, true))
+            return;
+          auto e = from_caf_error(err);
+          if (is_not_owner(e)) {
+            self->state.cache.erase(ns);
+            dispatch(self, ns, me);
+            return;
+          }
+          rp.deliver(err);
+        });
+  };
+  dispatch(self, ns, std::move(p));
+  return rp;
+}
+
+std::string ns_of(const action_context& c) { return box_namespace(c.instance_uuid, c.workspace_uuid); }
+
+/// Fails whatever waited past its deadline; resolves again what still waits.
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  auto& nd = *st.args.self_node;
+  bool serving = nd.serving();
+  if ((!serving || nd.lease() != st.lease_seen) && st.dirty)
+    begin_reset(self);
+  auto now = clock_type::now();
+  for (auto i = st.waiting.begin(); i != st.waiting.end();) {
+    auto& list = i->second;
+    std::vector<pending_ptr> keep;
+    for (auto& p : list) {
+      if (!serving)
+        p->fail({ec::runtime_unavailable, nd.not_serving_text()});
+      else if (now >= p->deadline) {
+        auto why = st.last_error.count(i->first) ? st.last_error[i->first] : std::string{"no owner was found"};
+        p->fail({ec::runtime_unavailable,
+                 "Box cluster found no serving owner for workspace " + i->first + " within "
+                   + std::to_string(nd.options().takeover_wait.count()) + " ms: " + why});
+      } else
+        keep.push_back(p);
+    }
+    if (keep.empty()) {
+      st.last_error.erase(i->first);
+      i = st.waiting.erase(i);
+      continue;
+    }
+    list = std::move(keep);
+    if (!st.resolving.count(i->first))
+      resolve(self, i->first);
+    ++i;
+  }
+}
+
+void on_resolved(self_ptr self, const std::string& ns, const std::string& owner, int64_t epoch, int64_t lease,
+                 const std::string& preferred, const std::string& error) {
+  auto& st = self->state;
+  auto& nd = *st.args.self_node;
+  st.resolving.erase(ns);
+  if (!error.empty()) {
+    st.last_error[ns] = error;
+    return; // the next tick asks again
+  }
+  if (owner == nd.id()) {
+    if (lease == 0 || lease != nd.lease()) {
+      st.last_error[ns] = "an earlier lease of " + nd.id() + " still holds it";
+      return;
+    }
+    nd.set_owned(ns, epoch, lease);
+  } else if (!owner.empty()) {
+    st.cache[ns] = owner;
+  }
+  auto w = st.waiting.find(ns);
+  if (w == st.waiting.end())
+    return;
+  auto list = std::move(w->second);
+  st.waiting.erase(w);
+  std::vector<pending_ptr> keep;
+  auto target = owner.empty() ? preferred : owner;
+  bool linked = st.peers.count(target) > 0;
+  for (auto& p : list) {
+    if (owner == nd.id())
+      go_local(self, p);
+    else if (p->from_remote && !owner.empty())
+      p->fail({ec::runtime_unavailable, not_owner_text(nd.id())});
+    else if (linked && !p->from_remote)
+      go_remote(self, target, p);
+    else
+      keep.push_back(p);
+  }
+  if (!keep.empty()) {
+    st.last_error[ns] = owner.empty() ? "its preferred owner " + preferred + " is not linked from " + nd.id()
+                                      : "its owner " + owner + " is not reachable from " + nd.id();
+    st.waiting[ns] = std::move(keep);
+  }
+}
+
+router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.local = st.args.spawn_local();
+  *st.local_ref = st.local;
+  st.lease_seen = st.args.self_node->lease();
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& [id, p] : st.peers)
+      if (p.router.address() == dm.source) {
+        auto name = id;
+        drop_peer(self, name, "the link closed (" + caf::to_string(dm.reason) + ")");
+        return;
+      }
+  });
+  self->attach_functor([local = st.local_ref](const caf::error&) {
+    caf::anon_send_exit(*local, caf::exit_reason::user_shutdown);
+  });
+  self->send(self, tick_atom_v);
+  return {
+    [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
+      return route<exec_result>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
+      return route<session_info>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
+      return route<session_info>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
+      return route<std::string>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
+      return route<process_info>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
+      return route<process_info>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
+      return route<std::string>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](relay_atom atom, relay_request& req) -> caf::result<relay_verdict> {
+      auto ns = box_namespace(req.instance_uuid, req.workspace_uuid);
+      return route<relay_verdict>(self, ns, atom, std::move(req), true);
+    },
+    [self](attach_atom atom, relay_request& req) -> caf::result<bool> {
+      auto ns = box_namespace(req.instance_uuid, req.workspace_uuid);
+      return route<bool>(self, ns, atom, std::move(req), true);
+    },
+    [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
+      return route<std::string>(self, ns_of(req.ctx), atom, std::move(req));
+    },
+    [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
+      return route<std::vector<session_info>>(self, ns_of(ctx), atom, std::move(ctx));
+    },
+    [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
+      return route<status_info>(self, ns_of(ctx), atom, std::move(ctx));
+    },
+    [self](storage_atom atom, action_context& ctx) -> caf::result<storage_report> {
+      return route<storage_report>(self, ns_of(ctx), atom, std::move(ctx));
+    },
+    [self](entitle_atom atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
+      auto ns = box_namespace(snap.instance_uuid, snap.workspace_uuid);
+      return route<entitlement_receipt>(self, ns, atom, std::move(snap));
+    },
+    [self](grant_atom atom, admission_grant& g) -> caf::result<grant_receipt> {
+      auto ns = box_namespace(g.instance_uuid, g.workspace_uuid);
+      return route<grant_receipt>(self, ns, atom, std::move(g));
+    },
+    [self](revoke_atom atom, admission_revocation& r) -> caf::result<revocation_receipt> {
+      auto ns = box_namespace(r.instance_uuid, r.workspace_uuid);
+      return route<revocation_receipt>(self, ns, atom, std::move(r));
+    },
+    [self](health_atom atom) -> caf::result<health_info> { return self->delegate(self->state.local, atom); },
+    [self](init_atom atom, box_config& cfg) -> caf::result<bool> {
+      self->state.last_init = cfg;
+      return self->delegate(self->state.local, atom, std::move(cfg));
+    },
+    [self](slot_atom atom) -> caf::result<bool> { return self->delegate(self->state.local, atom); },
+    [self](slot_atom atom, caf::get_atom g) -> caf::result<int64_t> {
+      return self->delegate(self->state.local, atom, g);
+    },
+    [self](release_atom atom) { self->send(self->state.local, atom); },
+    [self](idle_atom atom, std::string& ws, bool idle) { self->send(self->state.local, atom, std::move(ws), idle); },
+    [self](probe_atom atom) { self->send(self->state.local, atom); },
+    [self](probed_atom, readiness_report&, std::string&) {},
+    [self](shutdown_atom atom) -> caf::result<int64_t> { return self->delegate(self->state.local, atom); },
+    [self](tick_atom) {
+      on_tick(self);
+      self->delayed_send(self, tick_period, tick_atom_v);
+    },
+    [self](resolved_atom, std::string& ns, std::string& owner, int64_t epoch, int64_t lease, std::string& preferred,
+           std::string& error) { on_resolved(self, ns, owner, epoch, lease, preferred, error); },
+    [self](link_atom, std::string& id, std::string& address, caf::actor& handle) {
+      auto& st = self->state;
+      auto router = caf::actor_cast<directory_actor>(handle);
+      if (auto i = st.peers.find(id); i != st.peers.end()) {
+        if (i->second.router == router)
+          return;
+        drop_peer(self, id, "a new link replaced it");
+      }
+      self->monitor(router);
+      st.peers[id] = peer{address, router};
+      st.args.self_node->set_link(id, true, "");
+      spdlog::info("cluster: node {} linked to {} at {}", st.args.self_node->id(), id, address);
+    },
+    [self](members_atom, std::set<std::string>& registered) {
+      std::vector<std::string> gone;
+      for (auto& [id, p] : self->state.peers)
+        if (!registered.count(id))
+          gone.push_back(id);
+      for (auto& id : gone)
+        drop_peer(self, id, "its lease ended");
+    },
+  };
+}
+
+struct gate_state {
+  static inline const char* name = "boxrt.cluster.gate";
+  uint64_t next = 0;
+  struct hello {
+    caf::typed_response_promise<std::string, caf::actor> rp;
+    std::string id;
+    std::string address;
+    caf::actor router;
+  };
+  std::map<uint64_t, hello> waiting;
+};
+
+gate_impl::behavior_type gate_behavior(gate_impl::stateful_pointer<gate_state> self, std::shared_ptr<node> nd,
+                                       caf::actor router, std::shared_ptr<worker_pool> pool) {
+  return {
+    [=](hello_atom, std::string& id, std::string& address, caf::actor& their_router) -> caf::result<std::string, caf::actor> {
+      auto rp = self->make_response_promise<std::string, caf::actor>();
+      auto token = ++self->state.next;
+      self->state.waiting.emplace(token, gate_state::hello{rp, id, address, their_router});
+      // The registered members are read from etcd on the pool: the gate never blocks.
+      auto job = [nd, id, address] {
+        ownership o{nd->options().etcd, nd->options().prefix};
+        auto members = o.members();
+        std::string why;
+        if (!members)
+          why = "etcd cannot tell whether it is a member: " + members.error().message;
+        else if (auto i = members->find(id); i == members->end())
+          why = "node_id " + id + " is not a registered member";
+        else if (i->second != address)
+          why = "node_id " + id + " is registered at " + i->second + ", not at " + address;
+        else if (id == nd->id())
+          why = "node_id " + id + " is this node's own";
+        if (!why.empty()) {
+          spdlog::warn("cluster: node {} refused a link from {} at {}: {}", nd->id(), id, address, why);
+          nd->add_refusal({id, address, why});
+        }
+        return why;
+      };
+      pool_job(*pool, caf::actor_cast<gate_impl>(self), std::move(job), link_atom_v, token);
+      return rp;
+    },
+    [=](link_atom, uint64_t token, std::string& why) {
+      auto i = self->state.waiting.find(token);
+      if (i == self->state.waiting.end())
+        return;
+      auto h = std::move(i->second);
+      self->state.waiting.erase(i);
+      if (!why.empty()) {
+        h.rp.deliver(to_caf_error({ec::permission, "Box cluster link refused: " + why}));
+        return;
+      }
+      caf::anon_send(caf::actor_cast<router_actor>(router), link_atom_v, h.id, h.address, h.router);
+      h.rp.deliver(nd->id(), router);
+    },
+  };
+}
+
+std::pair<std::string, uint16_t> split_address(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    return {address, 0};
+  auto host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(address.substr(colon + 1));
+  } catch (...) {
+  }
+  return {host, static_cast<uint16_t>(port)};
+}
+
+} // namespace
+
+struct runtime::impl {
+  caf::actor_system* sys = nullptr;
+  std::shared_ptr<node> nd;
+  router_actor router;
+  gate_impl gate;
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool stop = false;
+  bool wake = false;
+  std::thread linker;
+  /// Members a link attempt runs for now (one each: a paused peer may hold it long).
+  std::shared_ptr<std::set<std::string>> attempting = std::make_shared<std::set<std::string>>();
+  std::shared_ptr<std::mutex> attempting_mtx = std::make_shared<std::mutex>();
+
+  void link_to(const std::string& id, const std::string& address) {
+    {
+      std::lock_guard lock{*attempting_mtx};
+      if (!attempting->insert(id).second)
+        return;
+    }
+    // Detached: remote_actor has no timeout of its own, and a peer stopped mid-handshake
+    // holds it until it resumes or its socket closes.
+    std::thread{[sys = sys, nd = nd, router = router, id, address, attempting = attempting,
+                 attempting_mtx = attempting_mtx] {
+      auto [host, port] = split_address(address);
+      std::string why;
+      auto gate = caf::openssl::remote_actor<gate_actor>(*sys, host, port);
+      if (!gate) {
+        why = "cannot link to " + address + ": " + sys->render(gate.error());
+      } else {
+        caf::scoped_actor s{*sys};
+        s->request(*gate, hello_timeout, hello_atom_v, nd->id(), nd->options().address,
+                   caf::actor_cast<caf::actor>(router))
+          .receive(
+            [&](std::string& their_id, caf::actor& their_router) {
+              if (their_id != id)
+                why = address + " answered as node " + their_id + ", not " + id;
+              else
+                caf::anon_send(router, link_atom_v, id, address, their_router);
+            },
+            [&](caf::error& err) { why = "hello to " + address + " failed: " + from_caf_error(err).message; });
+      }
+      if (!why.empty()) {
+        nd->set_link(id, false, why);
+        spdlog::warn("cluster: node {} cannot link to {}: {}", nd->id(), id, why);
+      }
+      std::lock_guard lock{*attempting_mtx};
+      attempting->erase(id);
+    }}.detach();
+  }
+
+  void run_linker() {
+    const auto period = nd->options().lease / 3;
+    for (;;) {
+      ownership o{nd->options().etcd, nd->options().prefix};
+      auto members = o.members();
+      if (members) {
+        nd->set_registered(*members, true);
+        std::set<std::string> ids;
+        for (auto& [id, address] : *members)
+          ids.insert(id);
+        caf::anon_send(router, members_atom_v, std::move(ids));
+        auto alive = nd->alive_peers();
+        for (auto& [id, address] : *members)
+          if (id > nd->id() && std::find(alive.begin(), alive.end(), id) == alive.end())
+            link_to(id, address);
+      } else {
+        nd->set_registered({}, false);
+      }
+      std::unique_lock lock{mtx};
+      if (cv.wait_for(lock, period, [&] { return stop || wake; }) && stop)
+        return;
+      wake = false;
+    }
+  }
+};
+
+result<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, router_args args) {
+  std::unique_ptr<runtime> rt{new runtime};
+  rt->impl_ = std::make_unique<impl>();
+  auto& im = *rt->impl_;
+  im.sys = &sys;
+  im.nd = args.self_node;
+  auto pool = args.pool;
+  // A lost link is dialed again at once, not a linker period later.
+  args.relink = [&im] {
+    {
+      std::lock_guard lock{im.mtx};
+      im.wake = true;
+    }
+    im.cv.notify_all();
+  };
+  auto host = args.listen_host;
+  auto port = args.listen_port;
+  im.router = sys.spawn(router_behavior, std::move(args));
+  im.gate = sys.spawn(gate_behavior, im.nd, caf::actor_cast<caf::actor>(im.router), pool);
+  auto published = caf::openssl::publish(caf::actor_cast<gate_actor>(im.gate), port, host.c_str(), true);
+  if (!published) {
+    caf::anon_send_exit(im.router, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(im.gate, caf::exit_reason::user_shutdown);
+    return box_error{ec::validation, "cluster.listen " + host + ":" + std::to_string(port)
+                                       + " cannot be bound: " + sys.render(published.error())};
+  }
+  spdlog::info("cluster: node {} links as CAF node {}", im.nd->id(), caf::to_string(sys.node()));
+  im.linker = std::thread{[&im] { im.run_linker(); }};
+  return rt;
+}
+
+runtime::~runtime() {
+  if (!impl_)
+    return;
+  {
+    std::lock_guard lock{impl_->mtx};
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->linker.joinable())
+    impl_->linker.join();
+  impl_->nd->stop();
+  caf::anon_send_exit(impl_->gate, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl_->router, caf::exit_reason::user_shutdown);
+}
+
+directory_actor runtime::router() const {
+  return caf::actor_cast<directory_actor>(impl_->router);
+}
+
+} // namespace boxrt::net::cluster

@@ -1,0 +1,208 @@
+"""boxd as a cluster (docs/cluster.md), with real processes on loopback: one real etcd,
+three boxd nodes each in its own mount namespace, LangBot's own client on each node. The
+admission checks run on the scripted backend (server.testing lets it make admission mode
+ready); the sandbox checks (watchdog, one live sandbox, quota files) on real bubblewrap."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import socket
+import ssl
+import time
+import urllib.request
+
+import pytest
+
+from langbot_plugin.box.errors import BoxAdmissionError, BoxError
+from langbot_plugin.box.models import BoxSpec, SandboxAdmissionGrant, SandboxAdmissionRevocation
+from langbot_plugin.entities.io.context import ActionContext
+
+from conftest import BoxConnection  # the conformance suite's client
+from cluster import INSTANCE, TOKEN, Cluster, wait_for
+
+READY = ["cgroup_v2", "resource_limits", "namespace_isolation", "mount_isolation", "network_isolation",
+         "hard_workspace_quota", "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota"]
+ADMISSION = {
+    "backend": "scripted",
+    "scripted": {"available": True, "ready_keys": READY},
+    "admission": {
+        "required": True, "required_backend": "scripted", "max_sessions": 1, "max_managed_processes": 0,
+        "max_grant_ttl_sec": 300, "max_timeout_sec": 60, "cpus": 0.5, "memory_mb": 256, "pids_limit": 64,
+        "workspace_quota_mb": 32, "readiness_cache_sec": 0,
+    },
+}
+
+
+def ctx(workspace: str, generation: int = 1) -> ActionContext:
+    return ActionContext(instance_uuid=INSTANCE, workspace_uuid=workspace, placement_generation=generation)
+
+
+def grant(workspace: str, generation: int = 1, revision: int = 1) -> SandboxAdmissionGrant:
+    return SandboxAdmissionGrant(
+        instance_uuid=INSTANCE, workspace_uuid=workspace, execution_generation=generation,
+        entitlement_revision=revision, expires_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=280),
+        max_sessions=1, max_managed_processes=0)
+
+
+def revocation(workspace: str, revision: int = 1) -> SandboxAdmissionRevocation:
+    return SandboxAdmissionRevocation(instance_uuid=INSTANCE, workspace_uuid=workspace, entitlement_revision=revision)
+
+
+def metric(node, name: str) -> float:
+    req = urllib.request.Request(node.http + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=10) as res:
+        text = res.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+@pytest.fixture(scope="module")
+def admission_cluster():
+    c = Cluster(ADMISSION, testing=True)
+    yield c
+    c.stop()
+
+
+async def test_one_session_seen_alike_through_every_node(admission_cluster):
+    c = admission_cluster
+    n1, n2, n3 = c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a, BoxConnection(n2.url, TOKEN, INSTANCE) as b, \
+            BoxConnection(n3.url, TOKEN, INSTANCE) as d:
+        await a.client.upsert_sandbox_admission_grant(grant("ws-one"))
+        r = await a.client.execute(BoxSpec(session_id="global", cmd="echo hi"), action_context=ctx("ws-one"))
+        assert r.stdout == "hi"
+        lists = [await x.client.get_sessions(action_context=ctx("ws-one")) for x in (a, b, d)]
+        assert lists[0] == lists[1] == lists[2]
+        assert [s["session_id"] for s in lists[0]] == ["global"]
+        owner = n2.owner("ws-one")
+        assert owner["owner"] in c.nodes and isinstance(owner["epoch"], int) and owner["epoch"] >= 1
+        assert n3.owner("ws-one") == owner
+
+        # Concurrent first use of one session through two nodes: one session.
+        await d.client.upsert_sandbox_admission_grant(grant("ws-two"))
+        first = await asyncio.gather(
+            a.client.execute(BoxSpec(session_id="global", cmd="echo a"), action_context=ctx("ws-two")),
+            b.client.execute(BoxSpec(session_id="global", cmd="echo b"), action_context=ctx("ws-two")))
+        assert sorted(x.stdout for x in first) == ["a", "b"]
+        listed = await d.client.get_sessions(action_context=ctx("ws-two"))
+        assert [s["session_id"] for s in listed] == ["global"]
+        starts = sum(metric(n, "boxd_session_starts_total") for n in c.nodes.values())
+
+        # Revocation through a third node: the owner's session is gone before the reply.
+        owner_two = c.nodes[n1.owner("ws-two")["owner"]]
+        before = metric(owner_two, "boxd_sessions")
+        assert before >= 1
+        entry = next(x for x, n in ((a, n1), (b, n2), (d, n3)) if n is not owner_two)
+        revoked = await entry.client.revoke_sandbox_admission_grant(revocation("ws-two"))
+        assert revoked["revoked"] is True
+        assert metric(owner_two, "boxd_sessions") == before - 1
+        with pytest.raises(BoxAdmissionError, match="Sandbox admission grant is missing"):
+            await b.client.execute(BoxSpec(session_id="global", cmd="echo x"), action_context=ctx("ws-two"))
+        assert starts == 2  # ws-one's session and ws-two's: the concurrent first use started one
+
+
+async def test_operator_endpoints(admission_cluster):
+    n1 = admission_cluster.nodes["n1"]
+    code, body = n1.get("/cluster", token=False)
+    assert code == 401
+    code, status = n1.get("/cluster")
+    assert code == 200 and status["node_id"] == "n1" and status["serving"] is True and status["etcd"] == "up"
+    assert {m["node_id"] for m in status["members"]} >= {"n1", "n2", "n3"}
+    assert [m["self"] for m in status["members"] if m["node_id"] == "n1"] == [True]
+    assert n1.get("/cluster/owner?instance=x")[0] == 400
+    free = n1.owner("never-used-ws")
+    assert free["owner"] is None and free["epoch"] is None and free["workspace_namespace"].startswith("ws-")
+    code, health = n1.get("/healthz")
+    assert health["node_id"] == "n1"
+
+
+async def test_etcd_stopped_fails_closed_and_resumes(admission_cluster):
+    c = admission_cluster
+    n1 = c.nodes["n1"]
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a:
+        await a.client.upsert_sandbox_admission_grant(grant("ws-etcd"))
+        assert (await a.client.execute(BoxSpec(session_id="global", cmd="echo up"), action_context=ctx("ws-etcd"))).stdout == "up"
+        c.etcd.pause()
+        try:
+            stopped = time.monotonic()
+            for n in c.nodes.values():
+                wait_for(f"{n.id} stops serving", lambda n=n: n.status()["serving"] is False,
+                         c.lease_ms / 1000 + 1.5)
+            assert time.monotonic() - stopped <= c.lease_ms / 1000 + 1.5
+            with pytest.raises(BoxError, match="Box cluster node n1 is not serving"):
+                await a.client.execute(BoxSpec(session_id="global", cmd="echo x"), action_context=ctx("ws-etcd"))
+        finally:
+            c.etcd.resume()
+        for n in c.nodes.values():
+            wait_for(f"{n.id} serves again", lambda n=n: n.status()["serving"] is True, 30)
+
+        async def answered():
+            try:
+                r = await a.client.execute(BoxSpec(session_id="global", cmd="echo back"), action_context=ctx("ws-etcd"))
+                return r.stdout == "back"
+            except BoxError:
+                return False
+        end = time.monotonic() + 30
+        while not await answered():  # no re-push of the grant
+            assert time.monotonic() < end, "service did not resume within 30 s"
+            await asyncio.sleep(0.2)
+
+
+async def test_killed_owner(admission_cluster):
+    c = admission_cluster
+    n1 = c.nodes["n1"]
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a:
+        await a.client.upsert_sandbox_admission_grant(grant("ws-kill", generation=2))
+        await a.client.upsert_sandbox_admission_grant(grant("ws-revoked"))
+        assert (await a.client.execute(BoxSpec(session_id="global", cmd="echo 1"), action_context=ctx("ws-kill", 2))).stdout == "1"
+        assert (await a.client.execute(BoxSpec(session_id="global", cmd="echo 1"), action_context=ctx("ws-revoked"))).stdout == "1"
+        await a.client.revoke_sandbox_admission_grant(revocation("ws-revoked"))
+    owner = n1.owner("ws-kill")["owner"]
+    victim = c.nodes[owner]
+    victim.kill()
+    survivor = next(n for n in c.nodes.values() if n.id not in (owner,) and n.proc.poll() is None)
+    async with BoxConnection(survivor.url, TOKEN, INSTANCE) as s:
+        r = await s.client.execute(BoxSpec(session_id="global", cmd="echo 2"), action_context=ctx("ws-kill", 2))
+        assert r.stdout == "2"  # the grant is still in force: nothing was pushed again
+        assert survivor.owner("ws-kill")["owner"] != owner
+        with pytest.raises(BoxError, match="Stale Box placement generation"):
+            await s.client.execute(BoxSpec(session_id="global", cmd="echo 3"), action_context=ctx("ws-kill", 1))
+        with pytest.raises(BoxAdmissionError, match="Sandbox admission grant"):
+            await s.client.execute(BoxSpec(session_id="global", cmd="echo 3"), action_context=ctx("ws-revoked"))
+        with pytest.raises(BoxAdmissionError, match="revoked"):
+            await s.client.upsert_sandbox_admission_grant(grant("ws-revoked"))
+    del c.nodes[owner]
+
+
+async def test_refused_peers(admission_cluster):
+    # Last on this cluster: CAF's middleman may drop healthy links once when such a peer
+    # leaves (the links are dialed again at once; see docs/cluster.md "Limits").
+    c = admission_cluster
+    n1 = next(iter(c.nodes.values()))  # a node still running (another test killed one)
+    # No certificate at all: the TLS handshake fails.
+    raw = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    raw.check_hostname = False
+    raw.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", n1.peer_port), timeout=5) as s:
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            with raw.wrap_socket(s) as t:
+                t.sendall(b"x" * 64)
+                assert t.recv(1) != b""
+    # A certificate from another CA, registered in the cluster's prefix: never alive.
+    foreign = c.add("xforeign", ca="otherca")
+    wait_for("n1 reports xforeign's link failure", lambda: any(
+        m["node_id"] == "xforeign" and not m["alive"] and m.get("link_error")
+        for m in n1.status()["members"]), 30)
+    # The right CA, but a node_id the cluster never registered: its hello is refused.
+    c.etcd.put(f"/boxrt/other/members/{n1.id}", '{"address": "%s"}' % n1.address)
+    intruder = c.add("intruder", prefix="/boxrt/other")
+    refused = wait_for("n1 refuses the intruder", lambda: [r for r in n1.status()["refused"]
+                                                           if r["node_id"] == "intruder"], 30)
+    assert "not a registered member" in refused[0]["reason"]
+    assert "intruder" not in n1.alive_peers() and "xforeign" not in n1.alive_peers()
+    for extra in (foreign, intruder):
+        extra.stop()
+        del c.nodes[extra.id]
