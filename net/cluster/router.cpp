@@ -230,7 +230,8 @@ void drop_peer(self_ptr self, const std::string& id, const std::string& why) {
   for (auto& [n, f] : std::exchange(st.inflight[id], {}))
     if (!*f.done) {
       *f.done = true;
-      f.fail({ec::runtime_unavailable, "Box cluster node " + id + " was lost while serving the request"});
+      f.fail({ec::runtime_unavailable, "Box cluster node " + id + " was lost while serving the request ("
+                                          + why + "); its outcome is unknown"});
     }
   st.inflight.erase(id);
 }
@@ -241,10 +242,11 @@ void drop_peer(self_ptr self, const std::string& id, const std::string& why) {
 template <class Reply, class Atom, class Request>
 caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Request req, bool delegated = false) {
   auto& st = self->state;
-  auto rp = self->make_response_promise<Reply>();
   auto p = std::make_shared<pending>();
+  // Read before the promise is made: making it takes the sender out of the message.
   const auto& sender = self->current_sender();
   p->from_remote = sender && sender->node() != self->node();
+  auto rp = self->make_response_promise<Reply>();
   p->deadline = clock_type::now() + st.args.self_node->options().takeover_wait;
   p->fail = [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); };
   p->go = [rp, atom, req, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
@@ -382,25 +384,32 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
   self->send(self, tick_atom_v);
   return {
     [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
-      return route<exec_result>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<exec_result>(self, ns, atom, std::move(req));
     },
     [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
-      return route<session_info>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<session_info>(self, ns, atom, std::move(req));
     },
     [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
-      return route<session_info>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<session_info>(self, ns, atom, std::move(req));
     },
     [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
-      return route<std::string>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<std::string>(self, ns, atom, std::move(req));
     },
     [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
-      return route<process_info>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<process_info>(self, ns, atom, std::move(req));
     },
     [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
-      return route<process_info>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<process_info>(self, ns, atom, std::move(req));
     },
     [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
-      return route<std::string>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<std::string>(self, ns, atom, std::move(req));
     },
     [self](relay_atom atom, relay_request& req) -> caf::result<relay_verdict> {
       auto ns = box_namespace(req.instance_uuid, req.workspace_uuid);
@@ -411,16 +420,20 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
       return route<bool>(self, ns, atom, std::move(req), true);
     },
     [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
-      return route<std::string>(self, ns_of(req.ctx), atom, std::move(req));
+      auto ns = ns_of(req.ctx);
+      return route<std::string>(self, ns, atom, std::move(req));
     },
     [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
-      return route<std::vector<session_info>>(self, ns_of(ctx), atom, std::move(ctx));
+      auto ns = ns_of(ctx);
+      return route<std::vector<session_info>>(self, ns, atom, std::move(ctx));
     },
     [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
-      return route<status_info>(self, ns_of(ctx), atom, std::move(ctx));
+      auto ns = ns_of(ctx);
+      return route<status_info>(self, ns, atom, std::move(ctx));
     },
     [self](storage_atom atom, action_context& ctx) -> caf::result<storage_report> {
-      return route<storage_report>(self, ns_of(ctx), atom, std::move(ctx));
+      auto ns = ns_of(ctx);
+      return route<storage_report>(self, ns, atom, std::move(ctx));
     },
     [self](entitle_atom atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
       auto ns = box_namespace(snap.instance_uuid, snap.workspace_uuid);

@@ -223,3 +223,26 @@ class Cluster:
         self.etcd.stop()
         if os.environ.get("BOXD_CLUSTER_KEEP") is None:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def cgroup_base(cluster: "Cluster", node_id: str) -> str:
+    """The folder name of a node's cgroups (backends/sandbox/backend.cpp names them by
+    state directory and node id)."""
+    import hashlib
+    state = os.path.normpath(os.path.abspath(os.path.join(cluster.host_root, "state")))
+    return "boxrt-" + hashlib.sha256((state + "\n" + node_id).encode()).hexdigest()[:12]
+
+
+def live_sandboxes(cluster: "Cluster", node_id: str) -> set[str]:
+    """The sandboxes of a node with a process alive: its cgroup subtree, read from the host."""
+    import glob
+    live = set()
+    base = cgroup_base(cluster, node_id)
+    for procs in glob.glob(f"/sys/fs/cgroup/*/{base}/*/cgroup.procs") + glob.glob(f"/sys/fs/cgroup/{base}/*/cgroup.procs"):
+        try:
+            with open(procs) as f:
+                if f.read().strip():
+                    live.add(os.path.basename(os.path.dirname(procs)))
+        except OSError:
+            pass
+    return live

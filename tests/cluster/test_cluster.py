@@ -21,7 +21,7 @@ from langbot_plugin.box.models import BoxSpec, SandboxAdmissionGrant, SandboxAdm
 from langbot_plugin.entities.io.context import ActionContext
 
 from conftest import BoxConnection  # the conformance suite's client
-from cluster import INSTANCE, TOKEN, Cluster, wait_for
+from cluster import INSTANCE, TOKEN, Cluster, live_sandboxes, wait_for
 
 READY = ["cgroup_v2", "resource_limits", "namespace_isolation", "mount_isolation", "network_isolation",
          "hard_workspace_quota", "hard_skill_storage_quota", "bounded_ephemeral_storage", "inode_quota"]
@@ -206,3 +206,116 @@ async def test_refused_peers(admission_cluster):
     for extra in (foreign, intruder):
         extra.stop()
         del c.nodes[extra.id]
+
+
+# Cloud mode on real bubblewrap sandboxes.
+SANDBOXED = {
+    "backend": "bwrap",
+    "admission": {
+        "required": True, "logical_session_id": "global", "required_backend": "bwrap", "max_sessions": 1,
+        "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60, "cpus": 0.5,
+        "memory_mb": 256, "pids_limit": 64, "read_only_rootfs": True, "workspace_quota_mb": 32,
+        "readiness_cache_sec": 0,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def sandbox_cluster():
+    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("real sandboxes need root and bubblewrap")
+    c = Cluster(SANDBOXED)
+    yield c
+    c.stop()
+
+
+class SandboxWatch:
+    """Counts, every few milliseconds from a thread, the live sandboxes of a workspace on
+    every node (each node's cgroup subtree), keeping the highest count seen."""
+
+    def __init__(self, cluster):
+        import threading
+        self.cluster = cluster
+        self.highest = 0
+        self.seen = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            count = sum(len(live_sandboxes(self.cluster, n)) for n in list(self.cluster.nodes))
+            self.highest = max(self.highest, count)
+            self.seen.append(count)
+            self._stop.wait(0.01)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.highest
+
+
+async def test_stopped_owner_is_fenced_and_replaced(sandbox_cluster):
+    c = sandbox_cluster
+    n1 = c.nodes["n1"]
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a:
+        await a.client.upsert_sandbox_admission_grant(grant("ws-stop"))
+        r = await a.client.execute(BoxSpec(session_id="global", cmd="echo kept > /workspace/mark && echo ok"),
+                                   action_context=ctx("ws-stop"))
+        assert r.stdout == "ok", r
+    owner = c.nodes[n1.owner("ws-stop")["owner"]]
+    assert len(live_sandboxes(c, owner.id)) == 1
+    watch = SandboxWatch(c)
+    try:
+        owner.signal(signal.SIGSTOP)
+        # Its watchdog kills the sandbox before the lease can expire at etcd.
+        wait_for("the stopped owner's sandbox is killed", lambda: not live_sandboxes(c, owner.id),
+                 c.lease_ms / 1000 + 3)
+        entry = next(n for n in c.nodes.values() if n is not owner)
+        # A request sent to the stopped owner before its lease ended fails (its outcome
+        # is unknown); once the lease has ended, the workspace is taken over.
+        wait_for("the stopped owner's lease ends", lambda: owner.id not in {m["node_id"] for m in entry.status()["members"]},
+                 2 * c.lease_ms / 1000 + 2)
+        async with BoxConnection(entry.url, TOKEN, INSTANCE) as b:
+            r = await b.client.execute(BoxSpec(session_id="global", cmd="cat /workspace/mark"),
+                                       action_context=ctx("ws-stop"))
+            assert r.stdout == "kept", r
+        successor = entry.owner("ws-stop")["owner"]
+        assert successor != owner.id
+        owner.signal(signal.SIGCONT)
+        wait_for("the resumed node serves again", lambda: owner.status()["serving"] is True,
+                 2 * c.lease_ms / 1000 + 10)
+        wait_for("the resumed node is alive for the others",
+                 lambda: all(owner.id in n.alive_peers() for n in c.nodes.values() if n is not owner),
+                 2 * c.lease_ms / 1000 + 10)
+        async with BoxConnection(owner.url, TOKEN, INSTANCE) as d:
+            r = await d.client.execute(BoxSpec(session_id="global", cmd="cat /workspace/mark"),
+                                       action_context=ctx("ws-stop"))
+            assert r.stdout == "kept", r
+        # The old node serves nothing of its old session: the successor does.
+        assert not live_sandboxes(c, owner.id)
+        assert len(live_sandboxes(c, successor)) == 1
+    finally:
+        owner.signal(signal.SIGCONT)
+        highest = watch.stop()
+    assert highest <= 1, f"two live sandboxes of one workspace at once ({watch.seen})"
+
+
+async def test_killed_owner_leaves_quota_files_intact(sandbox_cluster):
+    c = sandbox_cluster
+    first = next(iter(c.nodes.values()))
+    async with BoxConnection(first.url, TOKEN, INSTANCE) as a:
+        await a.client.upsert_sandbox_admission_grant(grant("ws-quota"))
+        r = await a.client.execute(
+            BoxSpec(session_id="global", cmd="head -c 1000000 /dev/urandom > /workspace/blob && sha256sum /workspace/blob"),
+            action_context=ctx("ws-quota"))
+        digest = r.stdout.split()[0]
+    owner = c.nodes[first.owner("ws-quota")["owner"]]
+    owner.kill()
+    del c.nodes[owner.id]
+    survivor = next(iter(c.nodes.values()))
+    async with BoxConnection(survivor.url, TOKEN, INSTANCE) as b:
+        r = await b.client.execute(BoxSpec(session_id="global", cmd="sha256sum /workspace/blob"),
+                                   action_context=ctx("ws-quota"))
+        assert r.stdout.split()[0] == digest, r
+    assert survivor.owner("ws-quota")["owner"] != owner.id
