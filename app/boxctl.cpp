@@ -1,5 +1,6 @@
 // boxctl: command-line client of boxd. Prints results; on an error reply it prints the
 // server's message and exits non-zero.
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +34,9 @@ const char* usage =
   "  grant put FILE.json         push a sandbox admission grant\n"
   "  revoke FILE.json            push a sandbox admission revocation\n"
   "  metrics                     boxd's /metrics scrape (Prometheus text format)\n"
+  "  cluster                     a cluster node's view: members, links, serving\n"
+  "  cluster owner [--instance I] [--workspace W]\n"
+  "                              who owns a workspace, by which epoch\n"
   "environment: BOXCTL_URL, BOXCTL_INSTANCE (default for --instance),\n"
   "             LANGBOT_BOX_CONTROL_TOKEN\n"
   "boxd trusts the first instance id it sees (unless server.trusted_instance_uuid is\n"
@@ -164,6 +168,38 @@ int main(int argc, char** argv) {
                         + json::quote(workspace) + ",\"placement_generation\":"
                         + std::to_string(generation) + "}";
   try {
+    if (command == "cluster") {
+      // GET /cluster or /cluster/owner (docs/cluster.md "Observability").
+      std::string path = "/cluster";
+      if (!rest.empty() && rest[0] == "owner") {
+        std::string inst = opts.instance, ws = workspace;
+        for (size_t k = 1; k < rest.size(); ++k) {
+          if ((rest[k] == "--instance" || rest[k] == "--workspace") && k + 1 < rest.size())
+            (rest[k] == "--instance" ? inst : ws) = rest[k + 1], ++k;
+          else
+            return fail("boxctl: cluster owner takes --instance I --workspace W\n" + std::string{usage});
+        }
+        auto encode = [](const std::string& v) {
+          static constexpr char hex[] = "0123456789ABCDEF";
+          std::string out;
+          for (unsigned char c : v) {
+            if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+              out += static_cast<char>(c);
+            else
+              out += {'%', hex[c >> 4], hex[c & 15]};
+          }
+          return out;
+        };
+        path += "/owner?instance=" + encode(inst) + "&workspace=" + encode(ws);
+      } else if (!rest.empty()) {
+        return fail("boxctl: unknown cluster command " + rest[0] + "\n" + usage);
+      }
+      auto res = net::http_get(opts, path);
+      if (res.status != 200)
+        return fail("boxctl: " + path + " answered " + std::to_string(res.status) + ": " + res.body);
+      std::cout << res.body << "\n";
+      return 0;
+    }
     if (command == "metrics") {
       // Plain HTTP on the same port: no WebSocket, no instance pinned.
       auto res = net::http_get(opts, "/metrics");

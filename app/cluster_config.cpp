@@ -1,5 +1,10 @@
 #include "app/cluster_config.hpp"
 
+#include <memory>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <unistd.h>
 
 #include <cctype>
@@ -100,6 +105,20 @@ box_error tls_at(element v, const std::string& path, cluster_tls& out) {
     if (::access(field->c_str(), R_OK) != 0)
       return invalid(path + "." + key + " " + *field + " cannot be read");
   }
+  // Loaded here as the TLS layer will load them: a bad file is a start error, never a
+  // failure at the first link.
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx{SSL_CTX_new(TLS_method()), SSL_CTX_free};
+  if (!ctx)
+    return invalid(path + ": cannot create a TLS context");
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), out.certificate.c_str()) != 1)
+    return invalid(path + ".certificate " + out.certificate + " is not a PEM certificate chain");
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), out.key.c_str(), SSL_FILETYPE_PEM) != 1)
+    return invalid(path + ".key " + out.key + " is not a PEM private key without a passphrase");
+  if (SSL_CTX_check_private_key(ctx.get()) != 1)
+    return invalid(path + ".key " + out.key + " does not belong to " + out.certificate);
+  if (SSL_CTX_load_verify_locations(ctx.get(), out.ca_file.c_str(), nullptr) != 1)
+    return invalid(path + ".ca_file " + out.ca_file + " holds no PEM CA certificate");
+  ERR_clear_error();
   return {};
 }
 

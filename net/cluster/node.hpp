@@ -5,6 +5,7 @@
 // here; nothing of it needs CAF.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -102,6 +103,10 @@ class node {
   result<std::string> pin_instance(std::string_view id);
   /// The pinned instance, "" when none (asked once, then remembered).
   std::string pinned_instance();
+
+  /// The box_init revision this node applied last (etcd mod revision of `<prefix>/box-init`).
+  std::atomic<int64_t> init_revision{0};
+  std::string init_key() const { return opts_.prefix + "/box-init"; }
 
  private:
   node_options opts_;

@@ -30,7 +30,11 @@ using router_actor = directory_actor::extend<
   // Linker: a verified link to a member (node_id, address, its router).
   caf::reacts_to<link_atom, std::string, std::string, caf::actor>,
   // Linker: the members registered under a live lease now.
-  caf::reacts_to<members_atom, std::set<std::string>>>;
+  caf::reacts_to<members_atom, std::set<std::string>>,
+  // Linker: a box_init another node stored in etcd (applied here, not stored again).
+  caf::reacts_to<init_atom, box_config, int64_t>,
+  // Worker pool: the box_init with this token was stored in etcd ("" or why not).
+  caf::reacts_to<init_atom, uint64_t, std::string>>;
 
 /// What a node publishes on cluster.listen. A hello names the dialing node, its address
 /// and its router; only when that node is registered at that address does the gate link
@@ -94,6 +98,9 @@ struct router_state {
   uint64_t next_flight = 0;
   /// The last box_init, applied to every fresh directory.
   std::optional<box_config> last_init;
+  /// box_init replies waiting for their etcd write.
+  uint64_t next_init = 0;
+  std::map<uint64_t, std::pair<caf::typed_response_promise<bool>, box_config>> storing;
 };
 
 std::string not_owner_text(const std::string& node_id) {
@@ -449,8 +456,47 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
     },
     [self](health_atom atom) -> caf::result<health_info> { return self->delegate(self->state.local, atom); },
     [self](init_atom atom, box_config& cfg) -> caf::result<bool> {
+      // Stored in etcd first (every node applies it), then applied here.
+      auto& st = self->state;
+      st.last_init = cfg;
+      std::vector<char> bytes;
+      caf::binary_serializer sink{self->system(), bytes};
+      if (auto err = sink(cfg))
+        return to_caf_error({ec::runtime_unavailable, "box_init cannot be stored: " + caf::to_string(err)});
+      auto rp = self->make_response_promise<bool>();
+      auto token = ++st.next_init;
+      st.storing.emplace(token, std::pair{rp, std::move(cfg)});
+      auto nd = st.args.self_node;
+      auto job = [nd, bytes = std::move(bytes)] {
+        etcd::client c{nd->options().etcd};
+        auto put = c.put(nd->init_key(), std::string_view{bytes.data(), bytes.size()});
+        if (!put)
+          return "Box cluster cannot store box_init in etcd: " + put.error().message;
+        int64_t seen = nd->init_revision.load();
+        while (seen < *put && !nd->init_revision.compare_exchange_weak(seen, *put)) {
+        }
+        return std::string{};
+      };
+      pool_job(*st.args.pool, caf::actor_cast<router_actor>(self), std::move(job), init_atom_v, token);
+      return rp;
+    },
+    [self](init_atom, uint64_t token, std::string& error) {
+      auto& st = self->state;
+      auto i = st.storing.find(token);
+      if (i == st.storing.end())
+        return;
+      auto [rp, cfg] = std::move(i->second);
+      st.storing.erase(i);
+      if (!error.empty())
+        rp.deliver(to_caf_error({ec::runtime_unavailable, error}));
+      else
+        rp.delegate(st.local, init_atom_v, std::move(cfg));
+    },
+    [self](init_atom atom, box_config& cfg, int64_t revision) {
+      spdlog::info("cluster: node {} applies the box_init stored at revision {}", self->state.args.self_node->id(),
+                   revision);
       self->state.last_init = cfg;
-      return self->delegate(self->state.local, atom, std::move(cfg));
+      caf::anon_send(self->state.local, atom, std::move(cfg));
     },
     [self](slot_atom atom) -> caf::result<bool> { return self->delegate(self->state.local, atom); },
     [self](slot_atom atom, caf::get_atom g) -> caf::result<int64_t> {
@@ -616,6 +662,23 @@ struct runtime::impl {
     }}.detach();
   }
 
+  /// A box_init stored by another node since the last one applied here.
+  void apply_stored_init(ownership&) {
+    etcd::client c{nd->options().etcd};
+    auto kv = c.get(nd->init_key());
+    if (!kv || !*kv || (*kv)->mod_revision <= nd->init_revision.load())
+      return;
+    nd->init_revision = (*kv)->mod_revision;
+    box_config cfg;
+    const auto& v = (*kv)->value;
+    caf::binary_deserializer source{*sys, v.data(), v.size()};
+    if (auto err = source(cfg)) {
+      spdlog::error("cluster: the stored box_init cannot be read: {}", caf::to_string(err));
+      return;
+    }
+    caf::anon_send(router, init_atom_v, std::move(cfg), (*kv)->mod_revision);
+  }
+
   void run_linker() {
     const auto period = nd->options().lease / 3;
     for (;;) {
@@ -631,6 +694,7 @@ struct runtime::impl {
         for (auto& [id, address] : *members)
           if (id > nd->id() && std::find(alive.begin(), alive.end(), id) == alive.end())
             link_to(id, address);
+        apply_stored_init(o);
       } else {
         nd->set_registered({}, false);
       }

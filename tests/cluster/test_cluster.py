@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import os
 import signal
 import socket
 import ssl
+import subprocess
 import time
 import urllib.request
 
@@ -175,6 +177,47 @@ async def test_killed_owner(admission_cluster):
         with pytest.raises(BoxAdmissionError, match="revoked"):
             await s.client.upsert_sandbox_admission_grant(grant("ws-revoked"))
     del c.nodes[owner]
+
+
+async def test_box_init_reaches_every_node(admission_cluster):
+    """box_init through one node is stored in etcd and applied by every node."""
+    c = admission_cluster
+    nodes = list(c.nodes.values())
+
+    def box(required_backend: str) -> dict:
+        b = json.loads(json.dumps(c.box))
+        b["admission"]["required_backend"] = required_backend
+        return b
+
+    def ready(n) -> bool:
+        return n.get("/readyz")[1]["ready"]
+
+    async with BoxConnection(nodes[0].url, TOKEN, INSTANCE) as a:
+        await a.client.init(box("nsjail"))
+        for n in nodes:
+            wait_for(f"{n.id} applies the stricter box_init", lambda n=n: not ready(n), 15)
+        await a.client.init(box("scripted"))
+        for n in nodes:
+            wait_for(f"{n.id} applies the box_init back", lambda n=n: ready(n), 15)
+
+
+async def test_one_trusted_instance_for_the_cluster_and_boxctl(admission_cluster):
+    c = admission_cluster
+    nodes = list(c.nodes.values())
+    # The first pin (instance-a, by the earlier tests) holds on every node.
+    for n in nodes:
+        with pytest.raises(Exception):
+            async with BoxConnection(n.url, TOKEN, "instance-b"):
+                pass
+    boxctl = os.path.join(os.path.dirname(os.environ["BOXD"]), "boxctl")
+    url = nodes[0].url[: -len("/rpc/ws")]
+    out = subprocess.run([boxctl, "--url", url, "--token", TOKEN, "cluster"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["node_id"] == nodes[0].id
+    out = subprocess.run([boxctl, "--url", url, "--token", TOKEN, "cluster", "owner", "--instance", INSTANCE,
+                          "--workspace", "ws-one"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["owner"] in c.nodes or json.loads(out.stdout)["owner"] is None
 
 
 async def test_refused_peers(admission_cluster):

@@ -1,6 +1,5 @@
-"""boxd started with a `cluster` block (docs/cluster.md): a bad block prints its error class
-and text, exits non-zero and never listens; a valid one is refused the same way while this
-build has no cluster mode, so a lone boxd never runs where a cluster was asked for."""
+"""boxd started with a bad `cluster` block (docs/cluster.md) prints its error class and
+text, exits non-zero and never listens. The cluster itself is tested in tests/cluster."""
 
 from __future__ import annotations
 
@@ -44,9 +43,9 @@ def test_a_cluster_block_without_tls_is_refused_before_listening():
     assert "BoxValidationError: " in err and "cluster.tls is required" in err
 
 
-def test_a_valid_cluster_block_is_refused_while_cluster_mode_is_not_built():
+def test_files_that_are_not_certificates_are_refused_before_listening():
     work = tempfile.mkdtemp(prefix="boxd-cluster-config-")
     code, out, err = start(block(work))
     assert code != 0
     assert "listening" not in out
-    assert "BoxValidationError: cluster mode (node n1) is not available" in err
+    assert "BoxValidationError: cluster.tls.certificate" in err and "is not a PEM certificate chain" in err

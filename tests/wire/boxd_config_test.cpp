@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -136,14 +137,19 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-/// A whole config file's `cluster` block, with readable TLS files by default.
+/// A whole config file's `cluster` block, with a real self-signed certificate (its own
+/// CA) by default, and a file that only looks like one.
 struct cluster_files {
   cluster_files() {
-    for (auto* p : {&cert, &key, &ca})
-      std::ofstream{*p} << "pem";
+    auto made = std::system(("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=n1 -keyout " + key.string()
+                             + " -out " + cert.string() + " >/dev/null 2>&1")
+                              .c_str());
+    BOOST_REQUIRE_MESSAGE(made == 0, "openssl could not make a test certificate");
+    fs::copy_file(cert, ca, fs::copy_options::overwrite_existing);
+    std::ofstream{fake} << "pem";
   }
   ~cluster_files() {
-    for (auto* p : {&cert, &key, &ca})
+    for (auto* p : {&cert, &key, &ca, &fake})
       fs::remove(*p);
   }
   std::string tls() const {
@@ -159,6 +165,7 @@ struct cluster_files {
   fs::path cert = dir / ("boxd-cluster-cert-" + std::to_string(::getpid()));
   fs::path key = dir / ("boxd-cluster-key-" + std::to_string(::getpid()));
   fs::path ca = dir / ("boxd-cluster-ca-" + std::to_string(::getpid()));
+  fs::path fake = dir / ("boxd-cluster-fake-" + std::to_string(::getpid()));
 };
 
 boxrt::result<boxrt::boxd_config> load_cluster(const std::string& block) {
@@ -191,6 +198,12 @@ BOOST_AUTO_TEST_CASE(a_bad_cluster_block_is_a_validation_error_naming_its_key) {
     {files.block({}, R"({"certificate": ")" + files.cert.string() + R"("})"), "cluster.tls.key is required"},
     {files.block({}, R"({"certificate": "/nonexistent/c", "key": "/nonexistent/k", "ca_file": "/nonexistent/a"})"),
      "cluster.tls.certificate /nonexistent/c cannot be read"},
+    {files.block({}, R"({"certificate": ")" + files.fake.string() + R"(", "key": ")" + files.key.string()
+                       + R"(", "ca_file": ")" + files.ca.string() + R"("})"),
+     "cluster.tls.certificate " + files.fake.string() + " is not a PEM certificate chain"},
+    {files.block({}, R"({"certificate": ")" + files.cert.string() + R"(", "key": ")" + files.key.string()
+                       + R"(", "ca_file": ")" + files.fake.string() + R"("})"),
+     "cluster.tls.ca_file " + files.fake.string() + " holds no PEM CA certificate"},
     {files.block(R"(, "lease_ms": 100)"), "cluster.lease_ms must be between 500 and 60000"},
     {files.block(R"(, "takeover_wait_ms": true)"), "cluster.takeover_wait_ms must be an integer"},
     {files.block(R"(, "advertise": "nohost")"), "cluster.advertise must be HOST:PORT"},
