@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -328,6 +329,9 @@ int main(int argc, char** argv) {
     ra.pool = pool;
     ra.listen_host = cfg.cluster.listen_host;
     ra.listen_port = cfg.cluster.listen_port;
+    ra.upload_dir = (std::filesystem::path{cfg.box.local.host_root} / "state" / "cluster-uploads").string();
+    std::filesystem::create_directories(ra.upload_dir);
+    ::chmod(ra.upload_dir.c_str(), 0700);
     ra.spawn_local = [&sys, dargs] { return spawn_directory(sys, dargs); };
     auto started = net::cluster::runtime::start(sys, std::move(ra));
     if (!started) {

@@ -38,6 +38,10 @@ struct skill_request {
   std::string data_json = "{}";
   std::string file_path;
   box_error decode_error;
+  /// A cluster node forwarding the request to the workspace's owner carries the upload's
+  /// bytes here (the file stays on neither node's path); the owner lands them in a file
+  /// of its own (docs/cluster.md). Empty otherwise.
+  std::string file_bytes;
 };
 
 /// What a supervisor hands to its workspace's skill-store actor: the request after the

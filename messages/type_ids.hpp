@@ -187,7 +187,7 @@ typename Inspector::result_type inspect(Inspector& f, session_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, skill_request& x) {
   return f(caf::meta::type_name("skill_request"), x.ctx, x.action, x.data_json, x.file_path,
-           x.decode_error);
+           x.decode_error, x.file_bytes);
 }
 
 template <class Inspector>

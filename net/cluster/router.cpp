@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cerrno>
+#include <cstring>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
 #include <unordered_map>
+
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -21,6 +26,19 @@
 namespace boxrt::net::cluster {
 
 namespace {
+
+bool proto_write_all(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
 
 using router_actor = directory_actor::extend<
   // Self-sent every tick_period: fail-closed checks, takeover waits, re-resolution.
@@ -243,6 +261,40 @@ void drop_peer(self_ptr self, const std::string& id, const std::string& why) {
   st.inflight.erase(id);
 }
 
+/// An upload (box_upload_skill's file) travels inside a request forwarded to another
+/// node, and is landed in a file of the owner's own; other requests carry nothing.
+template <class Request>
+void carry_upload(Request&) {}
+template <class Request>
+box_error land_upload(Request&, const std::string&) { return {}; }
+
+void carry_upload(skill_request& req) {
+  if (req.file_path.empty() || !req.file_bytes.empty())
+    return;
+  std::ifstream in{req.file_path, std::ios::binary};
+  req.file_bytes.assign(std::istreambuf_iterator<char>{in}, {});
+  ::unlink(req.file_path.c_str()); // consumed here: the owner holds its own copy
+  req.file_path = req.file_bytes.empty() ? std::string{} : std::string{"forwarded"};
+}
+
+box_error land_upload(skill_request& req, const std::string& dir) {
+  if (req.file_bytes.empty())
+    return {};
+  std::string path = dir + "/upload-XXXXXX";
+  int fd = ::mkstemp(path.data());
+  if (fd < 0)
+    return {ec::runtime_unavailable, "Box cluster cannot land a forwarded upload in " + dir + ": " + std::strerror(errno)};
+  bool ok = proto_write_all(fd, req.file_bytes);
+  ::close(fd);
+  if (!ok) {
+    ::unlink(path.c_str());
+    return {ec::runtime_unavailable, "Box cluster cannot land a forwarded upload in " + dir};
+  }
+  req.file_path = path;
+  req.file_bytes.clear();
+  return {};
+}
+
 /// A routed request: `forward` sends it by request (an answer "not the owner" sends it on
 /// to the owner found again); `delegated` hands it over so the owner answers the original
 /// sender (the stdio relay, whose actor is the sender).
@@ -258,7 +310,16 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
   p->fail = [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); };
   p->go = [rp, atom, req, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
                                          pending_ptr me) mutable {
-    if (peer_id.empty() || delegated) {
+    if (peer_id.empty()) {
+      if (auto err = land_upload(req, self->state.args.upload_dir)) {
+        rp.deliver(to_caf_error(err));
+        return;
+      }
+      rp.delegate(target, atom, req);
+      return;
+    }
+    carry_upload(req);
+    if (delegated) {
       rp.delegate(target, atom, req);
       return;
     }

@@ -32,6 +32,8 @@ struct router_args {
   /// Where links are accepted (cluster.listen).
   std::string listen_host;
   uint16_t listen_port = 0;
+  /// Where uploads forwarded by other nodes are landed (a folder only boxd can write).
+  std::string upload_dir;
   /// Set by runtime::start: asks the linker to dial again now (a link was lost).
   std::function<void()> relink;
 };
