@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
     no.node_id = cfg.cluster.node_id;
     no.address = cfg.cluster.advertise_host + ":" + std::to_string(cfg.cluster.advertise_port);
     no.etcd.endpoints = cfg.cluster.etcd_endpoints;
+    if (cfg.cluster.etcd_tls)
+      no.etcd.tls = net::etcd::tls_files{cfg.cluster.etcd_tls->certificate, cfg.cluster.etcd_tls->key,
+                                         cfg.cluster.etcd_tls->ca_file};
     no.prefix = cfg.cluster.etcd_prefix;
     no.lease = std::chrono::milliseconds{cfg.cluster.lease_ms};
     no.takeover_wait = std::chrono::milliseconds{cfg.cluster.takeover_wait_ms};

@@ -9,6 +9,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/beast/ssl.hpp>
 #include <simdjson.h>
 
 #include "messages/base/json.hpp"
@@ -156,6 +158,22 @@ result<std::unique_ptr<parsed_reply>> parse(const std::string& text) {
 } // namespace
 
 client::client(options o) : opts_(std::move(o)) {
+  if (!opts_.tls)
+    return;
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  beast::error_code ec;
+  ctx->set_verify_mode(asio::ssl::verify_peer, ec);
+  if (!ec)
+    ctx->load_verify_file(opts_.tls->ca_file, ec);
+  if (!ec)
+    ctx->use_certificate_chain_file(opts_.tls->certificate, ec);
+  if (!ec)
+    ctx->use_private_key_file(opts_.tls->key, asio::ssl::context::pem, ec);
+  if (ec) {
+    tls_error_ = "the etcd client certificate, key or CA cannot be loaded: " + ec.message();
+    return;
+  }
+  tls_context_ = ctx;
 }
 
 result<std::string> client::post(std::string_view path, const std::string& body) {
@@ -172,11 +190,16 @@ result<std::string> client::post(std::string_view path, const std::string& body)
     const size_t at = (preferred_ + i) % n;
     const auto& url = opts_.endpoints[at];
     auto note = [&](const std::string& text) { why += (why.empty() ? "" : "; ") + url + ": " + text; };
-    if (!url.starts_with("http://")) {
-      note("only http:// endpoints are supported yet");
+    const bool tls = url.starts_with("https://");
+    if (!tls && !url.starts_with("http://")) {
+      note("an endpoint is http://HOST:PORT or https://HOST:PORT");
       continue;
     }
-    auto hostport = url.substr(7);
+    if (tls && !tls_context_) {
+      note(tls_error_.empty() ? "an https:// endpoint needs a client certificate (cluster.etcd.tls)" : tls_error_);
+      continue;
+    }
+    auto hostport = url.substr(tls ? 8 : 7);
     while (!hostport.empty() && hostport.back() == '/')
       hostport.pop_back();
     auto colon = hostport.rfind(':');
@@ -194,7 +217,15 @@ result<std::string> client::post(std::string_view path, const std::string& body)
     // that answers then has the rest for the exchange.
     auto connect_budget = left / static_cast<long>(n - i);
     asio::io_context io;
-    beast::tcp_stream stream{io};
+    beast::tcp_stream plain{io};
+    std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
+    if (tls) {
+      secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(
+        io, *std::static_pointer_cast<asio::ssl::context>(tls_context_));
+      ::SSL_set_tlsext_host_name(secure->native_handle(), host.c_str());
+      secure->set_verify_callback(asio::ssl::host_name_verification(host));
+    }
+    beast::tcp_stream& stream = tls ? beast::get_lowest_layer(*secure) : plain;
     tcp::resolver resolver{io};
     beast::error_code ec;
     http::request<http::string_body> req{http::verb::post, std::string{path}, 11};
@@ -214,6 +245,18 @@ result<std::string> client::post(std::string_view path, const std::string& body)
       if (!e)
         resolver.cancel();
     });
+    // Written, then read, on the TLS layer when there is one.
+    auto exchange = [&](auto& s) {
+      step = "write";
+      written = true;
+      stream.expires_at(std::chrono::steady_clock::now() + (deadline - std::chrono::steady_clock::now()));
+      http::async_write(s, req, [&](beast::error_code e, size_t) {
+        if ((ec = e))
+          return;
+        step = "read";
+        http::async_read(s, buffer, res, [&](beast::error_code e, size_t) { ec = e; });
+      });
+    };
     resolver.async_resolve(host, hostport.substr(colon + 1), [&](beast::error_code e, tcp::resolver::results_type r) {
       resolve_timer.cancel();
       if ((ec = e))
@@ -223,14 +266,16 @@ result<std::string> client::post(std::string_view path, const std::string& body)
       stream.async_connect(r, [&](beast::error_code e, const tcp::endpoint&) {
         if ((ec = e))
           return;
-        step = "write";
-        written = true;
-        stream.expires_at(std::chrono::steady_clock::now() + (deadline - std::chrono::steady_clock::now()));
-        http::async_write(stream, req, [&](beast::error_code e, size_t) {
+        if (!tls) {
+          exchange(plain);
+          return;
+        }
+        // Nothing is sent before the handshake: a member that fails it has seen nothing.
+        step = "TLS handshake";
+        secure->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) {
           if ((ec = e))
             return;
-          step = "read";
-          http::async_read(stream, buffer, res, [&](beast::error_code e, size_t) { ec = e; });
+          exchange(*secure);
         });
       });
     });

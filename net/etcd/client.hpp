@@ -21,9 +21,19 @@ namespace boxrt::net::etcd {
 
 struct parsed_reply;
 
+/// A client certificate, its key and the CA that signed etcd's server certificates.
+struct tls_files {
+  std::string certificate;
+  std::string key;
+  std::string ca_file;
+};
+
 struct options {
-  /// http://HOST:PORT of each etcd member.
+  /// http://HOST:PORT or https://HOST:PORT of each etcd member (https needs `tls`).
   std::vector<std::string> endpoints;
+  /// TLS with a client certificate (etcd's --client-cert-auth); the server's certificate
+  /// must be signed by `ca_file` and name the endpoint's host.
+  std::optional<tls_files> tls;
   /// Per call, over all endpoints.
   std::chrono::milliseconds timeout{2000};
 };
@@ -80,6 +90,9 @@ class client {
   options opts_;
   /// The endpoint that answered last: tried first next time.
   size_t preferred_ = 0;
+  /// Built from opts_.tls once (null without it); "" or why it could not be.
+  std::shared_ptr<void> tls_context_;
+  std::string tls_error_;
 };
 
 /// The base64 the gateway carries keys and values in.

@@ -52,36 +52,52 @@ def make_ca(dir: str, name: str) -> None:
             "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=dir)
 
 
-def make_cert(dir: str, ca: str, name: str) -> dict:
+def make_cert(dir: str, ca: str, name: str, san: str | None = None) -> dict:
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
             "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=dir)
+    extra = []
+    if san:
+        with open(os.path.join(dir, f"{name}.ext"), "w") as f:
+            f.write(f"subjectAltName={san}\n")
+        extra = ["-extfile", f"{name}.ext"]
     openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", cwd=dir)
+            "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", *extra, cwd=dir)
     return {"certificate": os.path.join(dir, f"{name}.pem"), "key": os.path.join(dir, f"{name}.key"),
             "ca_file": os.path.join(dir, f"{ca}.pem")}
 
 
 class Etcd:
-    def __init__(self, dir: str):
+    """`tls`: {"certificate", "key", "ca_file"} of etcd's server certificate; clients must
+    then show a certificate of the same CA (--client-cert-auth), as in production."""
+
+    def __init__(self, dir: str, tls: dict | None = None, client: dict | None = None):
         self.dir = os.path.join(dir, "etcd")
         os.makedirs(self.dir)
         self.port = free_port()
         peer = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.ssl = None
+        secure = []
+        if tls:
+            secure = ["--cert-file", tls["certificate"], "--key-file", tls["key"],
+                      "--trusted-ca-file", tls["ca_file"], "--client-cert-auth"]
+            import ssl
+            self.ssl = ssl.create_default_context(cafile=tls["ca_file"])
+            self.ssl.load_cert_chain(client["certificate"], client["key"])
         self.log = open(os.path.join(self.dir, "etcd.log"), "w")
         self.proc = subprocess.Popen(
             ["/usr/bin/etcd", "--name", "t", "--data-dir", os.path.join(self.dir, "data"),
              "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
              "--listen-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"t=http://127.0.0.1:{peer}"],
+             "--initial-cluster", f"t=http://127.0.0.1:{peer}", *secure],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for("etcd answers", lambda: self.get("/probe") is None or True, 20)
 
     def call(self, path: str, body: dict) -> dict:
         req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=5) as res:
+        with urllib.request.urlopen(req, timeout=5, context=self.ssl) as res:
             return json.loads(res.read())
 
     def get(self, key: str):
@@ -112,7 +128,7 @@ class Node:
     """One boxd cluster node: its own mount namespace, whose `<host_root>/state` is a
     private tmpfs, over the cluster's shared host_root."""
 
-    def __init__(self, cluster: "Cluster", node_id: str, tls: dict, prefix: str = PREFIX):
+    def __init__(self, cluster: "Cluster", node_id: str, tls: dict, prefix: str = PREFIX, etcd_tls: dict | None = None):
         self.cluster = cluster
         self.id = node_id
         self.dir = os.path.join(cluster.dir, node_id)
@@ -124,7 +140,8 @@ class Node:
                        "transfer_dir": os.path.join(self.dir, "transfers"), "testing": cluster.testing},
             "box": cluster.box,
             "cluster": {"node_id": node_id, "listen": self.address, "advertise": self.address,
-                        "etcd": {"endpoints": [cluster.etcd.endpoint], "prefix": prefix},
+                        "etcd": {"endpoints": [cluster.etcd.endpoint], "prefix": prefix,
+                                 **({"tls": etcd_tls} if etcd_tls else {})},
                         "tls": tls, "lease_ms": cluster.lease_ms, "takeover_wait_ms": cluster.takeover_wait_ms,
                         "uid_range": [1879048192, 1879113727]},
         }
@@ -191,7 +208,7 @@ class Node:
 
 class Cluster:
     def __init__(self, box: dict, nodes: int = 3, testing: bool = False, lease_ms: int = 2000,
-                 takeover_wait_ms: int = 8000):
+                 takeover_wait_ms: int = 8000, etcd_tls: bool = False):
         self.dir = tempfile.mkdtemp(prefix="boxd-cluster-")
         self.host_root = os.path.join(self.dir, "box")
         os.makedirs(os.path.join(self.host_root, "state"))
@@ -204,7 +221,12 @@ class Cluster:
         os.makedirs(self.pki)
         make_ca(self.pki, "ca")
         make_ca(self.pki, "otherca")
-        self.etcd = Etcd(self.dir)
+        self.etcd_tls = etcd_tls
+        if etcd_tls:
+            self.etcd = Etcd(self.dir, make_cert(self.pki, "ca", "etcd", san="IP:127.0.0.1"),
+                             make_cert(self.pki, "ca", "etcd-client"))
+        else:
+            self.etcd = Etcd(self.dir)
         self.nodes: dict[str, Node] = {}
         for i in range(1, nodes + 1):
             self.add(f"n{i}")
@@ -213,7 +235,8 @@ class Cluster:
             wait_for(f"{n.id} links to every other node", lambda n=n: n.alive_peers() == ids - {n.id}, 30)
 
     def add(self, node_id: str, ca: str = "ca", prefix: str = PREFIX) -> Node:
-        node = Node(self, node_id, make_cert(self.pki, ca, node_id), prefix)
+        tls = make_cert(self.pki, ca, node_id)
+        node = Node(self, node_id, tls, prefix, etcd_tls=tls if self.etcd_tls else None)
         self.nodes[node_id] = node
         return node
 

@@ -362,3 +362,23 @@ async def test_killed_owner_leaves_quota_files_intact(sandbox_cluster):
                                    action_context=ctx("ws-quota"))
         assert r.stdout.split()[0] == digest, r
     assert survivor.owner("ws-quota")["owner"] != owner.id
+
+
+async def test_etcd_over_tls_with_client_certificates():
+    """etcd with --client-cert-auth: nodes whose client certificate its CA signed serve; a
+    node whose certificate comes from another CA never serves."""
+    c = Cluster(ADMISSION, nodes=2, testing=True, etcd_tls=True)
+    try:
+        assert c.etcd.endpoint.startswith("https://")
+        for n in c.nodes.values():
+            assert n.status()["serving"] is True and n.status()["etcd"] == "up"
+        async with BoxConnection(c.nodes["n1"].url, TOKEN, INSTANCE) as a:
+            await a.client.upsert_sandbox_admission_grant(grant("ws-tls"))
+            r = await a.client.execute(BoxSpec(session_id="global", cmd="echo tls"), action_context=ctx("ws-tls"))
+            assert r.stdout == "tls"
+        stranger = c.add("n3", ca="otherca")
+        time.sleep(c.lease_ms / 1000)
+        status = stranger.status()
+        assert status["serving"] is False and status["etcd"] == "down"
+    finally:
+        c.stop()
