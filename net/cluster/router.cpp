@@ -75,6 +75,7 @@ using self_ptr = router_actor::stateful_pointer<router_state>;
 
 /// One routed request: where it goes once its owner is known.
 struct pending {
+  std::string ns;
   clock_type::time_point deadline;
   /// Sent by another node's router: served here or refused, never forwarded again.
   bool from_remote = false;
@@ -135,8 +136,10 @@ void dispatch(self_ptr self, const std::string& ns, pending_ptr p);
 void finish_reset(self_ptr self) {
   auto& st = self->state;
   st.resetting = false;
+  // Routed again: the lease may have changed once more meanwhile, and ownership is only
+  // ever checked against the current one.
   for (auto& p : std::exchange(st.after_reset, {}))
-    p->go(self, st.local, "", p);
+    dispatch(self, p->ns, p);
 }
 
 /// A fresh directory for a new lease: the old one's sessions are stopped first (their
@@ -305,6 +308,7 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
   // Read before the promise is made: making it takes the sender out of the message.
   const auto& sender = self->current_sender();
   p->from_remote = sender && sender->node() != self->node();
+  p->ns = ns;
   auto rp = self->make_response_promise<Reply>();
   p->deadline = clock_type::now() + st.args.self_node->options().takeover_wait;
   p->fail = [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); };
@@ -672,15 +676,21 @@ std::pair<std::string, uint16_t> split_address(const std::string& address) {
 
 } // namespace
 
-struct runtime::impl {
-  caf::actor_system* sys = nullptr;
-  std::shared_ptr<node> nd;
-  router_actor router;
-  gate_impl gate;
+/// What the linker waits on; shared with the router's relink callback, which may run
+/// after the runtime is gone.
+struct linker_signal {
   std::mutex mtx;
   std::condition_variable cv;
   bool stop = false;
   bool wake = false;
+};
+
+struct runtime::impl {
+  caf::actor_system* sys = nullptr;
+  std::shared_ptr<linker_signal> signal = std::make_shared<linker_signal>();
+  std::shared_ptr<node> nd;
+  router_actor router;
+  gate_impl gate;
   std::thread linker;
   /// Members a link attempt runs for now (one each: a paused peer may hold it long).
   std::shared_ptr<std::set<std::string>> attempting = std::make_shared<std::set<std::string>>();
@@ -759,10 +769,10 @@ struct runtime::impl {
       } else {
         nd->set_registered({}, false);
       }
-      std::unique_lock lock{mtx};
-      if (cv.wait_for(lock, period, [&] { return stop || wake; }) && stop)
+      std::unique_lock lock{signal->mtx};
+      if (signal->cv.wait_for(lock, period, [&] { return signal->stop || signal->wake; }) && signal->stop)
         return;
-      wake = false;
+      signal->wake = false;
     }
   }
 };
@@ -775,12 +785,12 @@ result<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, router_a
   im.nd = args.self_node;
   auto pool = args.pool;
   // A lost link is dialed again at once, not a linker period later.
-  args.relink = [&im] {
+  args.relink = [signal = im.signal] {
     {
-      std::lock_guard lock{im.mtx};
-      im.wake = true;
+      std::lock_guard lock{signal->mtx};
+      signal->wake = true;
     }
-    im.cv.notify_all();
+    signal->cv.notify_all();
   };
   auto host = args.listen_host;
   auto port = args.listen_port;
@@ -802,10 +812,10 @@ runtime::~runtime() {
   if (!impl_)
     return;
   {
-    std::lock_guard lock{impl_->mtx};
-    impl_->stop = true;
+    std::lock_guard lock{impl_->signal->mtx};
+    impl_->signal->stop = true;
   }
-  impl_->cv.notify_all();
+  impl_->signal->cv.notify_all();
   if (impl_->linker.joinable())
     impl_->linker.join();
   impl_->nd->stop();
