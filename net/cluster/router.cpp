@@ -695,17 +695,27 @@ struct runtime::impl {
   /// Members a link attempt runs for now (one each: a paused peer may hold it long).
   std::shared_ptr<std::set<std::string>> attempting = std::make_shared<std::set<std::string>>();
   std::shared_ptr<std::mutex> attempting_mtx = std::make_shared<std::mutex>();
+  /// Members whose last attempt failed: not dialed again before `next`, the wait doubling
+  /// up to 10 s. Each failed TLS handshake is a connection CAF's middleman opens and
+  /// cleans up, and that churn can cost healthy links (docs/cluster.md "Limits").
+  struct backoff {
+    std::chrono::steady_clock::time_point next;
+    std::chrono::milliseconds wait{0};
+  };
+  std::shared_ptr<std::map<std::string, backoff>> backoffs = std::make_shared<std::map<std::string, backoff>>();
 
   void link_to(const std::string& id, const std::string& address) {
     {
       std::lock_guard lock{*attempting_mtx};
+      if (auto b = backoffs->find(id); b != backoffs->end() && std::chrono::steady_clock::now() < b->second.next)
+        return;
       if (!attempting->insert(id).second)
         return;
     }
     // Detached: remote_actor has no timeout of its own, and a peer stopped mid-handshake
     // holds it until it resumes or its socket closes.
     std::thread{[sys = sys, nd = nd, router = router, id, address, attempting = attempting,
-                 attempting_mtx = attempting_mtx] {
+                 attempting_mtx = attempting_mtx, backoffs = backoffs] {
       auto [host, port] = split_address(address);
       std::string why;
       auto gate = caf::openssl::remote_actor<gate_actor>(*sys, host, port);
@@ -730,6 +740,14 @@ struct runtime::impl {
       }
       std::lock_guard lock{*attempting_mtx};
       attempting->erase(id);
+      if (why.empty()) {
+        backoffs->erase(id);
+      } else {
+        auto& b = (*backoffs)[id];
+        b.wait = std::min<std::chrono::milliseconds>(std::chrono::seconds{10},
+                                                      std::max(nd->options().lease / 3, b.wait * 2));
+        b.next = std::chrono::steady_clock::now() + b.wait;
+      }
     }}.detach();
   }
 
