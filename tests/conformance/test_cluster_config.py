@@ -48,4 +48,5 @@ def test_files_that_are_not_certificates_are_refused_before_listening():
     code, out, err = start(block(work))
     assert code != 0
     assert "listening" not in out
-    assert "BoxValidationError: cluster.tls.certificate" in err and "is not a PEM certificate chain" in err
+    assert "BoxValidationError: " in err and "cluster.tls.certificate" in err
+    assert "is not a PEM certificate chain" in err
