@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,9 +20,11 @@ class trusted_instance {
 
   /// A cluster node's pin is one value for the whole cluster (docs/cluster.md): `pin(id)`
   /// pins it there when none is and returns the pinned one ("" when it cannot tell, which
-  /// refuses); `get()` returns it ("" while none is). Both may block (bounded); each is
-  /// asked only until this object holds a value.
-  void use_shared(std::function<std::string(std::string_view)> pin, std::function<std::string()> get) {
+  /// refuses); `get()` returns it ("" while none is, nullopt when it cannot tell, which
+  /// refuses too). Both may block (bounded); each is asked only until this object holds a
+  /// value.
+  void use_shared(std::function<std::string(std::string_view)> pin,
+                  std::function<std::optional<std::string>()> get) {
     std::lock_guard guard{mtx_};
     shared_pin_ = std::move(pin);
     shared_get_ = std::move(get);
@@ -34,10 +37,12 @@ class trusted_instance {
     return value_;
   }
 
-  /// True when nothing is pinned yet or `id` is the pinned instance.
+  /// True when nothing is pinned yet or `id` is the pinned instance (a cluster's pin that
+  /// cannot be read admits nothing).
   bool admits(std::string_view id) const {
     std::lock_guard guard{mtx_};
-    refresh();
+    if (!refresh())
+      return false;
     return value_.empty() || equal(value_, id);
   }
 
@@ -61,16 +66,22 @@ class trusted_instance {
     return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
   }
 
-  /// A cluster's pin, set by another node, once this node has none.
-  void refresh() const {
-    if (value_.empty() && shared_get_)
-      value_ = shared_get_();
+  /// A cluster's pin, set by another node, once this node has none; false when it cannot
+  /// be read now.
+  bool refresh() const {
+    if (!value_.empty() || !shared_get_)
+      return true;
+    auto shared = shared_get_();
+    if (!shared)
+      return false;
+    value_ = *shared;
+    return true;
   }
 
   mutable std::mutex mtx_;
   mutable std::string value_;
   std::function<std::string(std::string_view)> shared_pin_;
-  std::function<std::string()> shared_get_;
+  std::function<std::optional<std::string>()> shared_get_;
 };
 
 } // namespace boxrt

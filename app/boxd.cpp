@@ -1,5 +1,6 @@
 // boxd: the sandbox session runtime server. Thin: build the config, select the
 // backend, start the actor system and the WebSocket server, wait for SIGINT/SIGTERM.
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -177,6 +178,31 @@ int main(int argc, char** argv) {
     };
     host.release_uid = [cluster_node](uint32_t uid, const std::string& key) { cluster_node->release_uid(uid, key); };
   }
+  // The lease deadline reaches the watchdog once it runs; membership starts first, so the
+  // backend's self-test below can reserve a uid under the node's lease.
+  struct deadline_relay {
+    std::atomic<int64_t> last{-1};
+    std::atomic<watchdog*> dog{nullptr};
+  };
+  auto relay = std::make_shared<deadline_relay>();
+  if (cluster_node) {
+    cluster_node->start([relay](int64_t deadline) {
+      relay->last = deadline;
+      if (auto* w = relay->dog.load())
+        deadline == 0 ? w->fence_now() : w->set_deadline(deadline);
+    });
+    if (!cluster_node->wait_serving(std::chrono::milliseconds{cfg.cluster.lease_ms}))
+      spdlog::warn("boxd: cluster node {} is not serving yet: {}", cluster_node->id(), cluster_node->reason());
+  }
+  // Past this point a cluster node's membership thread runs: an early end skips the
+  // destructors it could still reach.
+  auto leave = [&](int code) {
+    if (cluster_node) {
+      spdlog::shutdown();
+      std::_Exit(code);
+    }
+    return code;
+  };
   host.host_gid = cfg.server.host_gid >= 0 ? cfg.server.host_gid : static_cast<int64_t>(::getegid());
   host.listen_host = cfg.server.host;
   auto choice = select_backend(cfg.box, host);
@@ -229,11 +255,7 @@ int main(int argc, char** argv) {
   // Admission state is loaded before anything serves (contract §4.11); a cluster node's
   // is in etcd, each write fenced by the node's ownership of the workspace.
   std::shared_ptr<admission_store> store;
-  if (cluster_node) {
-    store = std::make_shared<net::cluster::etcd_admission_store>(
-      cluster_node->options().etcd, cluster_node->options().prefix,
-      [cluster_node](const std::string& key) { return cluster_node->fence_of(key); });
-  } else {
+  if (!cluster_node) {
     admission_state_options state_opts;
     state_opts.host_root = cfg.box.local.host_root;
     state_opts.admission_mode = cfg.box.admission_mode();
@@ -264,15 +286,14 @@ int main(int argc, char** argv) {
     auto started = watchdog::start(own_exe_dir() + "/boxrt-watchdog", groups, records);
     if (!started) {
       spdlog::critical("boxd: cannot start boxrt-watchdog: {}", started.error().message);
-      return 1;
+      return leave(1);
     }
     dog = std::move(started.value());
-    cluster_node->start([w = dog.get()](int64_t deadline) {
-      if (deadline == 0)
-        w->fence_now();
-      else
-        w->set_deadline(deadline);
-    });
+    relay->dog = dog.get();
+    if (auto last = relay->last.load(); last == 0)
+      dog->fence_now();
+    else if (last > 0)
+      dog->set_deadline(last);
   }
 
   directory_args dargs;
@@ -291,7 +312,7 @@ int main(int argc, char** argv) {
   if (!cfg.server.trusted_instance.empty() && !trusted->pin(cfg.server.trusted_instance)) {
     spdlog::critical("boxd: server.trusted_instance is not the instance the cluster has pinned ({})",
                      trusted->get());
-    return 2;
+    return leave(2);
   }
   dargs.trusted = trusted;
   dargs.backend = choice.backend;
@@ -335,18 +356,28 @@ int main(int argc, char** argv) {
     ra.upload_dir = (std::filesystem::path{cfg.box.local.host_root} / "state" / "cluster-uploads").string();
     std::filesystem::create_directories(ra.upload_dir);
     ::chmod(ra.upload_dir.c_str(), 0700);
-    ra.spawn_local = [&sys, dargs] { return spawn_directory(sys, dargs); };
+    // Each directory's admission writes are fenced by the lease it was started under: a
+    // directory still stopping after the lease changed writes nothing, even for a
+    // workspace the node owns again under the new lease.
+    ra.spawn_local = [&sys, dargs, cluster_node] {
+      auto args = dargs;
+      auto lease = cluster_node->lease();
+      args.store = std::make_shared<net::cluster::etcd_admission_store>(
+        cluster_node->options().etcd, cluster_node->options().prefix,
+        [cluster_node, lease](const std::string& key) -> std::optional<net::cluster::fence> {
+          if (lease == 0 || cluster_node->lease() != lease)
+            return std::nullopt;
+          return cluster_node->fence_of(key);
+        });
+      return spawn_directory(sys, std::move(args));
+    };
     auto started = net::cluster::runtime::start(sys, std::move(ra));
     if (!started) {
       spdlog::critical("boxd: {}: {}", wire_class(started.error().code), started.error().message);
-      return 2;
+      return leave(2);
     }
     cluster = std::move(started.value());
     directory = cluster->router();
-    // The first registration, before the listening line (bounded: requests fail closed
-    // until it happens).
-    if (!cluster_node->wait_serving(std::chrono::milliseconds{cfg.cluster.lease_ms}))
-      spdlog::warn("boxd: cluster node {} is not serving yet: {}", cluster_node->id(), cluster_node->reason());
   } else {
     directory = spawn_directory(sys, std::move(dargs));
   }
@@ -372,7 +403,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       spdlog::critical("boxd: {}", e.what());
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
-      return 1;
+      return leave(1);
     }
     auto host = cfg.server.host.find(':') != std::string::npos ? "[" + cfg.server.host + "]"
                                                                : cfg.server.host;

@@ -28,7 +28,7 @@ struct host_options {
   /// Quota images then live in `<host_root>/images` with multi-mount protection, and no
   /// warm pool runs (a warm sandbox would hold a uid nobody reserved).
   std::string cluster_node;
-  std::function<bool(uint32_t, const std::string&, bool)> reserve_uid;
+  std::function<int(uint32_t, const std::string&, bool)> reserve_uid;
   std::function<void(uint32_t, const std::string&)> release_uid;
 };
 

@@ -59,8 +59,14 @@ result<uint32_t> uid_allocator::take(const std::string& key) {
     }
     if (uid > last_ || by_uid_.contains(uid))
       return exhausted();
-    if (!reserve_ || reserve_(uid, key, key.rfind("session:", 0) == 0))
+    if (!reserve_)
       break;
+    auto held = reserve_(uid, key, key.rfind("session:", 0) == 0);
+    if (held > 0)
+      break;
+    if (held < 0)
+      return make_box_error(ec::runtime_unavailable,
+                            "Box sandbox uid " + std::to_string(uid) + " cannot be reserved in the cluster now");
     by_uid_[uid] = "elsewhere:" + std::to_string(uid);
   }
   by_key_[key] = uid;
@@ -73,7 +79,7 @@ result<uint32_t> uid_allocator::for_workspace(const std::string& real_path, uint
   if (auto it = by_key_.find(real_path); it != by_key_.end())
     return it->second;
   if (owner >= first_ && owner <= last_ && !by_uid_.contains(owner)
-      && (!reserve_ || reserve_(owner, real_path, false))) {
+      && (!reserve_ || reserve_(owner, real_path, false) > 0)) {
     by_key_[real_path] = owner;
     by_uid_[owner] = real_path;
     return owner;

@@ -47,8 +47,10 @@ class uid_allocator {
 
   /// A cluster node (docs/cluster.md): a uid is handed out only when `reserve(uid, key,
   /// session)` also reserves it cluster-wide for that key (a workspace's real path, or
-  /// "session:<id>"); `unreserve` gives a session's back. Set before any use.
-  void use_reservations(std::function<bool(uint32_t, const std::string&, bool)> reserve,
+  /// "session:<id>"): 1 reserved, 0 held for another key (skipped, and remembered), -1
+  /// cannot tell now (etcd unreachable, no lease: this allocation fails, nothing is
+  /// remembered). `unreserve` gives a session's back. Set before any use.
+  void use_reservations(std::function<int(uint32_t, const std::string&, bool)> reserve,
                         std::function<void(uint32_t, const std::string&)> unreserve) {
     reserve_ = std::move(reserve);
     unreserve_ = std::move(unreserve);
@@ -62,7 +64,7 @@ class uid_allocator {
 
   uint32_t first_;
   uint32_t last_;
-  std::function<bool(uint32_t, const std::string&, bool)> reserve_;
+  std::function<int(uint32_t, const std::string&, bool)> reserve_;
   std::function<void(uint32_t, const std::string&)> unreserve_;
   mutable std::mutex mtx_;
   std::map<std::string, uint32_t> by_key_;

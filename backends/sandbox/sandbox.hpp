@@ -95,7 +95,7 @@ struct sandbox_options {
   std::string cgroup_tag;
   std::string images_dir;  // "" = <state_dir>/images
   bool multi_mount_protection = false;
-  std::function<bool(uint32_t, const std::string&, bool)> reserve_uid;
+  std::function<int(uint32_t, const std::string&, bool)> reserve_uid;
   std::function<void(uint32_t, const std::string&)> release_uid;
 };
 

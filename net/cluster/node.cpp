@@ -176,15 +176,15 @@ result<std::string> node::owner_json(const std::string& instance, const std::str
   return w.take();
 }
 
-bool node::reserve_uid(uint32_t uid, const std::string& key, bool session) {
+int node::reserve_uid(uint32_t uid, const std::string& key, bool session) {
   auto lease_id = session ? lease() : 0;
   if (session && lease_id == 0)
-    return false;
+    return -1;
   etcd::client c{opts_.etcd};
   auto made = c.create(opts_.prefix + "/uids/" + std::to_string(uid), key, lease_id);
   if (!made)
-    return false;
-  return made->created || (made->existing && made->existing->value == key);
+    return -1;
+  return made->created || (made->existing && made->existing->value == key) ? 1 : 0;
 }
 
 void node::release_uid(uint32_t uid, const std::string& key) {
@@ -212,7 +212,7 @@ result<std::string> node::pin_instance(std::string_view id) {
   return winner;
 }
 
-std::string node::pinned_instance() {
+std::optional<std::string> node::pinned_instance() {
   {
     std::lock_guard lock{mtx_};
     if (!pinned_.empty())
@@ -220,8 +220,10 @@ std::string node::pinned_instance() {
   }
   etcd::client c{opts_.etcd};
   auto kv = c.get(opts_.prefix + "/trusted-instance");
-  if (!kv || !*kv)
-    return {};
+  if (!kv)
+    return std::nullopt;
+  if (!*kv)
+    return std::string{};
   std::lock_guard lock{mtx_};
   pinned_ = (*kv)->value;
   return pinned_;

@@ -95,14 +95,16 @@ class node {
 
   /// Reserves `uid` cluster-wide for `key`: true when it is free or already `key`'s. A
   /// session's reservation lives under this node's lease; a workspace's for good.
-  bool reserve_uid(uint32_t uid, const std::string& key, bool session);
+  /// 1 reserved, 0 held for another key, -1 cannot tell (etcd unreachable, no lease).
+  int reserve_uid(uint32_t uid, const std::string& key, bool session);
   void release_uid(uint32_t uid, const std::string& key);
 
   /// The cluster's trusted instance: pins `id` when none is (first pin wins); returns the
   /// pinned one, or an error when etcd cannot tell.
   result<std::string> pin_instance(std::string_view id);
-  /// The pinned instance, "" when none (asked once, then remembered).
-  std::string pinned_instance();
+  /// The pinned instance, "" when none, nullopt when etcd cannot tell (remembered once
+  /// known).
+  std::optional<std::string> pinned_instance();
 
   /// The box_init revision this node applied last (etcd mod revision of `<prefix>/box-init`).
   std::atomic<int64_t> init_revision{0};

@@ -49,6 +49,9 @@ using router_actor = directory_actor::extend<
   caf::reacts_to<link_atom, std::string, std::string, caf::actor>,
   // Linker: the members registered under a live lease now.
   caf::reacts_to<members_atom, std::set<std::string>>,
+  // A peer dropped its link to the node named here: drop ours too, so the dialing side
+  // (the smaller node_id) dials again.
+  caf::reacts_to<link_atom, std::string>,
   // Linker: a box_init another node stored in etcd (applied here, not stored again).
   caf::reacts_to<init_atom, box_config, int64_t>,
   // Worker pool: the box_init with this token was stored in etcd ("" or why not).
@@ -64,8 +67,17 @@ using gate_actor = caf::typed_actor<
 using gate_impl = gate_actor::extend<caf::reacts_to<link_atom, uint64_t, std::string>>;
 
 constexpr auto tick_period = std::chrono::milliseconds{50};
-/// A forwarded action waits for its reply at most this long; a lost link fails it sooner.
-constexpr auto forward_timeout = std::chrono::seconds{86400};
+/// A forwarded action waits for its reply at most its own time limit plus this (the owner
+/// stops its sessions within stop_timeout); a lost link fails it sooner.
+constexpr auto forward_margin = std::chrono::seconds{120};
+
+template <class Request>
+std::chrono::seconds forward_timeout(const Request&) {
+  return forward_margin;
+}
+std::chrono::seconds forward_timeout(const exec_request& r) {
+  return forward_margin + std::chrono::seconds{std::clamp<int64_t>(r.spec.timeout_sec, 0, 86400)};
+}
 constexpr auto hello_timeout = std::chrono::seconds{3};
 
 using clock_type = std::chrono::steady_clock;
@@ -148,8 +160,17 @@ void begin_reset(self_ptr self) {
   auto& st = self->state;
   st.lease_seen = st.args.self_node->lease();
   st.cache.clear();
-  if (!st.dirty || st.resetting)
+  if (st.resetting)
     return;
+  if (!st.dirty) {
+    // It served nothing: replaced at once, so its store is fenced by the new lease.
+    caf::anon_send_exit(st.local, caf::exit_reason::user_shutdown);
+    st.local = st.args.spawn_local();
+    *st.local_ref = st.local;
+    if (st.last_init)
+      caf::anon_send(st.local, init_atom_v, *st.last_init);
+    return;
+  }
   st.dirty = false;
   st.resetting = true;
   auto old = st.local;
@@ -175,6 +196,11 @@ void begin_reset(self_ptr self) {
 
 void go_local(self_ptr self, pending_ptr p) {
   auto& st = self->state;
+  // An etcd reply may arrive after the deadline: nothing is served past it.
+  if (!st.args.self_node->serving()) {
+    p->fail({ec::runtime_unavailable, st.args.self_node->not_serving_text()});
+    return;
+  }
   if (st.args.self_node->lease() != st.lease_seen)
     begin_reset(self);
   if (st.resetting) {
@@ -241,12 +267,14 @@ void dispatch(self_ptr self, const std::string& ns, pending_ptr p) {
   resolve(self, ns);
 }
 
-void drop_peer(self_ptr self, const std::string& id, const std::string& why) {
+void drop_peer(self_ptr self, const std::string& id, const std::string& why, bool tell = true) {
   auto& st = self->state;
   auto i = st.peers.find(id);
   if (i == st.peers.end())
     return;
   self->demonitor(i->second.router.address());
+  if (tell)
+    caf::anon_send(caf::actor_cast<router_actor>(i->second.router), link_atom_v, st.args.self_node->id());
   st.peers.erase(i);
   st.args.self_node->set_link(id, false, why);
   if (st.args.relink)
@@ -331,7 +359,7 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
     auto id = ++st.next_flight;
     auto done = std::make_shared<bool>(false);
     st.inflight[peer_id].emplace(id, flight{done, me->fail});
-    self->request(target, forward_timeout, atom, req)
+    self->request(target, forward_timeout(req), atom, req)
       .then(
         [self, rp, done, peer_id, id](Reply& r) mutable {
           self->state.inflight[peer_id].erase(id);
@@ -523,7 +551,6 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
     [self](init_atom atom, box_config& cfg) -> caf::result<bool> {
       // Stored in etcd first (every node applies it), then applied here.
       auto& st = self->state;
-      st.last_init = cfg;
       std::vector<char> bytes;
       caf::binary_serializer sink{self->system(), bytes};
       if (auto err = sink(cfg))
@@ -552,10 +579,12 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
         return;
       auto [rp, cfg] = std::move(i->second);
       st.storing.erase(i);
-      if (!error.empty())
+      if (!error.empty()) {
         rp.deliver(to_caf_error({ec::runtime_unavailable, error}));
-      else
-        rp.delegate(st.local, init_atom_v, std::move(cfg));
+        return;
+      }
+      st.last_init = cfg;
+      rp.delegate(st.local, init_atom_v, std::move(cfg));
     },
     [self](init_atom atom, box_config& cfg, int64_t revision) {
       spdlog::info("cluster: node {} applies the box_init stored at revision {}", self->state.args.self_node->id(),
@@ -591,6 +620,7 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
       st.args.self_node->set_link(id, true, "");
       spdlog::info("cluster: node {} linked to {} at {}", st.args.self_node->id(), id, address);
     },
+    [self](link_atom, std::string& id) { drop_peer(self, id, "it dropped its link to this node", false); },
     [self](members_atom, std::set<std::string>& registered) {
       std::vector<std::string> gone;
       for (auto& [id, p] : self->state.peers)

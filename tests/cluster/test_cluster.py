@@ -382,3 +382,16 @@ async def test_etcd_over_tls_with_client_certificates():
         assert status["serving"] is False and status["etcd"] == "down"
     finally:
         c.stop()
+
+
+def test_a_node_on_the_default_backend_runs_real_sandboxes():
+    """`backend` left to auto: bwrap's self-test at start reserves a uid under the node's
+    lease, so the node registers before it selects its backend."""
+    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("real sandboxes need root and bubblewrap")
+    c = Cluster({}, nodes=1)
+    try:
+        backend = c.nodes["n1"].get("/readyz")[1]["backend"]
+        assert backend == {"name": "bwrap", "available": True}
+    finally:
+        c.stop()
