@@ -44,7 +44,9 @@ using session_actor = caf::typed_actor<
   caf::reacts_to<pdone_atom, uint64_t, process_outcome>,
   // A relay actor (the sender) holds the stdio of this process until it ends; one at a
   // time, a later one waits at most `uint64_t` ms (then process_conflict).
-  caf::replies_to<attach_atom, std::string, uint64_t>::with<bool>,
+  // With `bool` set, the relay is elsewhere and a pump beside the process carries the
+  // stdio to it (actors/stdio_pump.hpp).
+  caf::replies_to<attach_atom, std::string, uint64_t, bool>::with<bool>,
   // Self-sent: the attach wait with this token ran out.
   caf::reacts_to<expire_atom, uint64_t>,
   // Self-sent TTL timer.

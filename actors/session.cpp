@@ -391,8 +391,8 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
     [self](pdone_atom, uint64_t token, process_outcome& out) {
       process_job_done(self, token, out);
     },
-    [self](attach_atom, std::string& pid, uint64_t wait_ms) {
-      return attach_relay(self, pid, wait_ms);
+    [self](attach_atom, std::string& pid, uint64_t wait_ms, bool pump) {
+      return attach_relay(self, pid, wait_ms, pump);
     },
     [self](expire_atom, uint64_t token) { attach_expired(self, token); },
     [self](reap_atom) {

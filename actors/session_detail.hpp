@@ -32,6 +32,7 @@ struct attach_waiter {
   uint64_t token = 0;
   caf::actor_addr relay;
   caf::typed_response_promise<bool> rp;
+  bool pump = false;
 };
 
 /// One managed process of this session.
@@ -43,6 +44,11 @@ struct process_record {
   /// The relay actor attached to the process's stdio (one at a time); null when free.
   /// The session monitors it: the relay's end lets go of the process.
   caf::actor_addr holder;
+  /// The holder is a relay of another cluster node: the pump that carries the stdio to
+  /// it (actors/stdio_pump.hpp); null otherwise. The session monitors it: the next relay
+  /// is granted the process only once the last pump (and so its reading) has ended.
+  caf::actor pump;
+  caf::actor_addr draining;
   /// Relays waiting for the holder to let go, first come first served.
   std::deque<attach_waiter> waiting;
 };
@@ -176,10 +182,11 @@ void end_processes(self_ptr self, const box_error& reason);
 /// A relay actor (the sender) asks to hold the stdio of process `pid`: granted at once
 /// when free, else after the holder lets go, or refused once `wait_ms` runs out.
 caf::typed_response_promise<bool> attach_relay(self_ptr self, const std::string& pid,
-                                               uint64_t wait_ms);
+                                               uint64_t wait_ms, bool pump);
 /// The attach wait with this token ran out.
 void attach_expired(self_ptr self, uint64_t token);
-/// A monitored relay actor ended: it lets go of its process, or stops waiting.
+/// A monitored relay actor ended: it lets go of its process, or stops waiting; or a
+/// monitored pump ended, and the next relay may have the process.
 void relay_gone(self_ptr self, const caf::actor_addr& relay);
 
 } // namespace boxrt::session_detail

@@ -8,6 +8,7 @@
 
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
+#include "actors/stdio_pump.hpp"
 
 namespace boxrt::session_detail {
 
@@ -86,13 +87,37 @@ void reap_completed(session_state& st) {
     forget(st, records.find(exited[i].second), exited_error(exited[i].second));
 }
 
+/// Makes `relay` the holder. A relay that is not beside the process (a cluster node
+/// whose registry does not hold it) reads nothing of this node's descriptors: a pump
+/// beside the process carries the stdio to it.
+void hold(self_ptr self, process_record& r, const caf::actor_addr& relay, bool pump) {
+  r.holder = relay;
+  if (!pump)
+    return;
+  if (auto handle = caf::actor_cast<caf::actor>(relay)) {
+    r.pump = spawn_stdio_pump(self->system(), std::move(handle), r.entry, self->state.args.pool);
+    self->monitor(r.pump);
+  }
+}
+
+/// The holder lets go. Its pump, if any, is ended; the process is free once the pump
+/// is down (its reader stops before the next one starts).
+void let_go(process_record& r) {
+  r.holder = nullptr;
+  if (r.pump) {
+    r.draining = r.pump.address();
+    caf::anon_send_exit(r.pump, caf::exit_reason::user_shutdown);
+    r.pump = nullptr;
+  }
+}
+
 /// Hands the process to the first waiting relay, if any.
-void grant_next(process_record& r) {
-  if (r.holder || r.waiting.empty())
+void grant_next(self_ptr self, process_record& r) {
+  if (r.holder || r.draining || r.waiting.empty())
     return;
   auto next = std::move(r.waiting.front());
   r.waiting.pop_front();
-  r.holder = next.relay;
+  hold(self, r, next.relay, next.pump);
   next.rp.deliver(true);
 }
 
@@ -285,7 +310,7 @@ void end_processes(self_ptr self, const box_error& reason) {
 }
 
 caf::typed_response_promise<bool> attach_relay(self_ptr self, const std::string& pid,
-                                               uint64_t wait_ms) {
+                                               uint64_t wait_ms, bool pump) {
   auto& st = self->state;
   auto relay = caf::actor_cast<caf::actor_addr>(self->current_sender());
   auto rp = self->make_response_promise<bool>();
@@ -301,8 +326,8 @@ caf::typed_response_promise<bool> attach_relay(self_ptr self, const std::string&
   auto& r = i->second;
   // Holding or waiting, the relay's end is what lets go.
   self->monitor(relay);
-  if (!r.holder) {
-    r.holder = relay;
+  if (!r.holder && !r.draining) {
+    hold(self, r, relay, pump);
     rp.deliver(true);
     return rp;
   }
@@ -311,7 +336,7 @@ caf::typed_response_promise<bool> attach_relay(self_ptr self, const std::string&
     return rp;
   }
   auto token = st.next_token++;
-  r.waiting.push_back({token, relay, rp});
+  r.waiting.push_back({token, relay, rp, pump});
   spdlog::info("session {}: relay for process {} waits: another relay holds it",
                st.args.physical_id, pid);
   self->delayed_send(self, std::chrono::milliseconds{wait_ms}, expire_atom_v, token);
@@ -334,10 +359,13 @@ void attach_expired(self_ptr self, uint64_t token) {
 void relay_gone(self_ptr self, const caf::actor_addr& relay) {
   for (auto& [pid, r] : self->state.processes.records) {
     std::erase_if(r.waiting, [&](const attach_waiter& w) { return w.relay == relay; });
-    if (r.holder == relay) {
-      r.holder = nullptr;
-      grant_next(r);
-    }
+    if (r.pump && r.pump.address() == relay) // the pump ended first: the relay learns it
+      r.pump = nullptr;
+    if (r.draining == relay)
+      r.draining = nullptr;
+    if (r.holder == relay)
+      let_go(r);
+    grant_next(self, r);
   }
 }
 

@@ -117,7 +117,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         return to_caf_error(verdict.error);
       auto& session = self->state.sessions.find(req.session_id)->second.actor;
       return self->delegate(session, attach_atom_v, std::move(req.process_id),
-                            req.attach_wait_ms);
+                            req.attach_wait_ms, req.pump);
     },
     [self](skill_atom, skill_request& req) -> caf::result<std::string> {
       // Fenced; in admission mode also the entitlement gate (Cloud skill APIs need it).

@@ -84,6 +84,10 @@ struct relay_request {
   std::string process_id = "default";
   /// Attach only: how long to wait for another relay to let go.
   uint64_t attach_wait_ms = 0;
+  /// Attach only: the relay is not beside the process (a cluster node whose registry
+  /// does not hold it): the session carries the stdio through a pump
+  /// (actors/stdio_pump.hpp).
+  bool pump = false;
 };
 
 /// The verdict: status 0 = go ahead, else the HTTP status (401, or 400 with the error).

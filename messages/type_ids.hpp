@@ -209,7 +209,7 @@ typename Inspector::result_type inspect(Inspector& f, process_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, relay_request& x) {
   return f(caf::meta::type_name("relay_request"), x.instance_uuid, x.workspace_uuid, x.generation,
-           x.session_id, x.process_id, x.attach_wait_ms);
+           x.session_id, x.process_id, x.attach_wait_ms, x.pump);
 }
 
 template <class Inspector>
@@ -325,5 +325,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, resolved_atom, "resolved")
   CAF_ADD_ATOM(boxrt, boxrt, tick_atom, "tick")
   CAF_ADD_ATOM(boxrt, boxrt, reset_atom, "reset")
+  // A stdio relay whose WebSocket is on another cluster node and the pump on the
+  // process's node (actors/stdio_pump.hpp).
+  CAF_ADD_ATOM(boxrt, boxrt, pump_atom, "pump")
+  CAF_ADD_ATOM(boxrt, boxrt, stdout_atom, "stdout")
+  CAF_ADD_ATOM(boxrt, boxrt, stdin_atom, "stdin")
+  CAF_ADD_ATOM(boxrt, boxrt, credit_atom, "credit")
+  CAF_ADD_ATOM(boxrt, boxrt, written_atom, "written")
+  CAF_ADD_ATOM(boxrt, boxrt, stdend_atom, "stdend")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

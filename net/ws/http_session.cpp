@@ -335,7 +335,9 @@ class http_session final : public session_base {
       // The process may have gone since the directory looked.
       auto& t = pending.target;
       entry = srv_.processes ? srv_.processes->find(t.session_id, t.process_id) : nullptr;
-      if (!entry || !entry->process)
+      // A cluster node relays a process of another node through that node's pump.
+      bool elsewhere = !entry && srv_.cluster;
+      if (!elsewhere && (!entry || !entry->process))
         v = relay_verdict{400, make_box_error(ec::process_not_found,
                                               fmt::format("session {} has no managed process "
                                                           "with process_id={}",

@@ -1,6 +1,11 @@
 // The stdio relay of a managed process: one WebSocket joined to the process's stdin
-// and stdout (protocol.md §1.4).
+// and stdout (protocol.md §1.4), here or, in a cluster, on the node that owns the
+// workspace (through a pump there: actors/stdio_pump.hpp).
 #include "net/ws/ws_outbox.hpp"
+
+#include <random>
+
+#include "actors/stdio_pump.hpp"
 
 namespace boxrt::net {
 
@@ -24,6 +29,11 @@ constexpr const char* relay_stale_reason = stale_generation_text;
 /// generation retires the workspace's sessions, which marks their processes stale
 /// (checked before each forwarded chunk, either way) and then kills them; the relay
 /// closes with the stale reason.
+///
+/// A process of another cluster node (no entry here) is reached through the holder: the
+/// owner's session spawns a pump beside the process, which sends stdout chunks within
+/// the credit this relay gives back as its WebSocket writes them (so at most
+/// relay_queue_bytes travel or wait here) and acknowledges each stdin line once written.
 class relay_session final : public session_base, private ws_outbox<relay_session> {
   friend class ws_outbox<relay_session>;
   static constexpr const char* write_what = "relay write";
@@ -36,7 +46,8 @@ class relay_session final : public session_base, private ws_outbox<relay_session
                 std::string peer, std::string label, relay_request target,
                 std::shared_ptr<process_registry::entry> entry)
     : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
-      label_(std::move(label)), target_(std::move(target)), entry_(std::move(entry)) {}
+      label_(std::move(label)), target_(std::move(target)), entry_(std::move(entry)),
+      remote_(!entry_) {}
 
   ~relay_session() override {
     finish("session destroyed");
@@ -96,24 +107,105 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   }
 
   /// Spawns the holder actor, which asks the session for the process and then lives
-  /// until the relay ends it (detach).
+  /// until the relay ends it (detach). For a process of another node it also speaks
+  /// with the pump there: the attachment counts once both the grant and the pump's
+  /// first message are in.
   void attach() {
     target_.attach_wait_ms = srv_.opts.relay_attach_wait_ms;
+    target_.pump = remote_;
+    key_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
     auto timeout = std::chrono::milliseconds{target_.attach_wait_ms} + relay_verdict_timeout;
     auto holder = [](caf::event_based_actor* self, std::weak_ptr<relay_session> weak,
                      std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r,
-                     caf::duration timeout) -> caf::behavior {
+                     caf::duration timeout, bool remote, uint64_t key) -> caf::behavior {
+      struct far_end {
+        caf::actor pump;
+        caf::node_id granted_by; // the node of the session that granted the process
+        bool granted = false;
+        bool told = false;
+      };
+      auto far = std::make_shared<far_end>();
       auto deliver = [weak, gate](box_error err) {
         gate->post(weak, [err = std::move(err)](relay_session& s) mutable { s.on_attach(std::move(err)); });
       };
+      auto ended = [weak, gate](stdio_end why) {
+        gate->post(weak, [why](relay_session& s) { s.on_remote_end(why); });
+      };
+      // Attached once the grant and the pump's first message are both in, the pump from
+      // the granting session's node.
+      auto tell = [far, deliver, ended] {
+        if (!far->granted || !far->pump || far->told)
+          return;
+        far->told = true;
+        if (far->pump.node() == far->granted_by)
+          deliver({});
+        else
+          ended(stdio_end::unavailable);
+      };
       self->request(dir, timeout, attach_atom_v, std::move(r))
-        .then([deliver](bool) { deliver({}); },
-              [deliver](caf::error& err) { deliver(from_caf_error(err)); });
-      // Nothing else arrives: the actor waits for the exit that detach sends.
-      return {[](stop_atom) {}};
+        .then(
+          [self, far, deliver, tell, remote](bool) {
+            if (!remote) {
+              deliver({});
+              return;
+            }
+            far->granted = true;
+            if (auto& from = self->current_sender())
+              far->granted_by = from->node();
+            // A pump that never comes (its node dropped the link): the relay ends.
+            self->delayed_send(self, relay_verdict_timeout, expire_atom_v);
+            tell();
+          },
+          [deliver](caf::error& err) { deliver(from_caf_error(err)); });
+      if (!remote) // nothing else arrives: the actor waits for the exit that detach sends
+        return {[](stop_atom) {}};
+      // The pump's node dropped the link, or the pump ended without a word.
+      self->set_down_handler([ended](const caf::down_msg&) { ended(stdio_end::unavailable); });
+      auto from_pump = [self, far] { return far->pump && self->current_sender() == far->pump.address(); };
+      return {
+        [](stop_atom) {},
+        [self, far, ended](expire_atom) {
+          if (!far->told && self->current_sender() == self->ctrl()) {
+            far->told = true;
+            ended(stdio_end::unavailable);
+          }
+        },
+        [self, far, tell](pump_atom) {
+          if (far->pump || !self->current_sender())
+            return;
+          far->pump = caf::actor_cast<caf::actor>(self->current_sender());
+          self->monitor(far->pump);
+          tell();
+        },
+        [weak, gate, from_pump](stdout_atom, std::string& chunk) {
+          if (from_pump())
+            gate->post(weak, [chunk = std::move(chunk)](relay_session& s) mutable {
+              s.on_remote_stdout(std::move(chunk));
+            });
+        },
+        [weak, gate, from_pump](written_atom, uint64_t n, bool ok) {
+          if (from_pump())
+            gate->post(weak, [n, ok](relay_session& s) { s.on_stdin_written(ok, n); });
+        },
+        [self, far, ended, from_pump](stdend_atom, int32_t why) {
+          if (!from_pump())
+            return;
+          self->demonitor(far->pump);
+          ended(static_cast<stdio_end>(why));
+        },
+        // From the relay (anonymous, with its key): passed on to the pump.
+        [self, far, key](credit_atom atom, uint64_t k, uint64_t n) {
+          if (k == key && far->pump)
+            self->send(far->pump, atom, n);
+        },
+        [self, far, key](stdin_atom atom, uint64_t k, std::string& line) {
+          if (k == key && far->pump)
+            self->send(far->pump, atom, std::move(line));
+        },
+      };
     };
     holder_ = srv_.sys.spawn(holder, std::weak_ptr<relay_session>{self()}, srv_.gate,
-                             srv_.directory, target_, caf::duration{timeout});
+                             srv_.directory, target_, caf::duration{timeout}, remote_, key_);
   }
 
   void on_attach(box_error err) {
@@ -121,6 +213,10 @@ class relay_session final : public session_base, private ws_outbox<relay_session
       return;
     if (!err) {
       attached_ = true;
+      if (remote_) {
+        start_remote();
+        return;
+      }
       // The grant is for the process of this id now: one started again since the
       // handshake is not the one this relay was opened for.
       if (!srv_.processes
@@ -153,7 +249,47 @@ class relay_session final : public session_base, private ws_outbox<relay_session
     pump_stdin();
   }
 
-  // stdout -> WS
+  // stdout -> WS, from another node's pump
+
+  void start_remote() {
+    spdlog::info("net: {}: relay attached to {} through a pump beside the process", peer_, label_);
+    give_credit();
+    pump_stdin();
+  }
+
+  void on_remote_stdout(std::string chunk) {
+    if (close_ || finished_ || !attached_)
+      return;
+    credit_out_ -= std::min(credit_out_, chunk.size());
+    if (!chunk.empty())
+      enqueue(json::sanitize_utf8(chunk));
+    give_credit();
+  }
+
+  /// Keeps what the pump may send plus what waits here within relay_queue_bytes:
+  /// credit is given as the write queue drains, a chunk's worth at a time.
+  void give_credit() {
+    if (!remote_ || !holder_ || !attached_ || close_ || finished_)
+      return;
+    auto used = queued_bytes_ + credit_out_;
+    if (used >= relay_queue_bytes || relay_queue_bytes - used < std::min(relay_chunk_bytes, relay_queue_bytes))
+      return;
+    auto more = relay_queue_bytes - used;
+    credit_out_ += more;
+    caf::anon_send(holder_, credit_atom_v, key_, static_cast<uint64_t>(more));
+  }
+
+  void on_remote_end(stdio_end why) {
+    if (close_ || finished_)
+      return;
+    if (why == stdio_end::unavailable)
+      spdlog::warn("net: {}: relay for {}: the owner's end of the stdio is gone", peer_, label_);
+    request_close(1000, why == stdio_end::stale         ? relay_stale_reason
+                        : why == stdio_end::unavailable ? relay_stdio_reason
+                                                        : relay_exited_reason);
+  }
+
+  // stdout -> WS, here
 
   void read_stdout() {
     if (!stdout_ || reading_stdout_ || close_ || finished_ || queued_bytes_ > relay_queue_bytes)
@@ -201,7 +337,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
       finish(ec == websocket::error::closed ? "closed by peer" : ec.message());
       return;
     }
-    if (entry_->stale.load()) {
+    if (entry_ && entry_->stale.load()) {
       in_.consume(in_.size());
       request_close(1000, relay_stale_reason);
       return;
@@ -233,12 +369,17 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   /// Writes the next queued line on the worker pool: write_stdin blocks until the
   /// process has taken it. One write at a time keeps the lines in arrival order.
   void pump_stdin() {
-    if (!attached_ || !stdout_ || close_ || finished_ || stdin_busy_ || stdin_.empty())
+    if (!attached_ || (!remote_ && !stdout_) || close_ || finished_ || stdin_busy_ || stdin_.empty())
       return;
     stdin_busy_ = true;
     auto data = std::move(stdin_.front());
     stdin_.pop_front();
     auto n = data.size();
+    if (remote_) { // the pump acknowledges it with written_atom
+      stdin_sent_ = n;
+      caf::anon_send(holder_, stdin_atom_v, key_, std::move(data));
+      return;
+    }
     srv_.pool->submit([weak = std::weak_ptr<relay_session>{self()}, gate = srv_.gate,
                        process = entry_->process, data = std::move(data), n] {
       bool ok = process->write_stdin(data);
@@ -247,6 +388,8 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   }
 
   void on_stdin_written(bool ok, size_t n) {
+    if (remote_) // the size this relay sent, not the one the pump reports
+      n = std::exchange(stdin_sent_, 0);
     stdin_busy_ = false;
     stdin_bytes_ -= n;
     if (close_ || finished_)
@@ -265,7 +408,12 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   // write queue and close (ws_outbox): after a write, stdout may be read again; a close
   // lets go of the process at once, before the queued frames are out.
 
-  void after_write() { read_stdout(); }
+  void after_write() {
+    if (remote_)
+      give_credit();
+    else
+      read_stdout();
+  }
   void after_enqueue() {}
   void reply_done() {}
   void close_requested() { detach(); }
@@ -307,7 +455,15 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   std::string label_;  // "session <id> process <pid>" for the log
   /// Who is asked for the attachment (physical session, process) and how long to wait.
   relay_request target_;
+  /// Null when the process is on another cluster node (remote_).
   std::shared_ptr<process_registry::entry> entry_;
+  bool remote_ = false;
+  /// Remote: stdout bytes the pump may still send (credit given, not yet used).
+  size_t credit_out_ = 0;
+  /// Remote: tags this relay's anonymous messages to its holder.
+  uint64_t key_ = 0;
+  /// Remote: the size of the stdin line the pump has not acknowledged yet.
+  size_t stdin_sent_ = 0;
   /// The actor that stands for this relay towards the session; null once detached.
   caf::actor holder_;
   /// A duplicate of the process's stdout (the process object keeps its own).

@@ -298,6 +298,87 @@ class SandboxWatch:
         return self.highest
 
 
+async def test_stdio_relay_through_a_node_that_does_not_own_the_workspace():
+    """The relay WebSocket on one node, the managed process on its owner: lines in, stdout
+    out in order and complete past the relay's 1 MiB queue, the attachment seen by the
+    owner, the process's end closing the relay. (Admission mode allows no managed
+    processes, so these nodes run without it.)"""
+    import websockets
+    from langbot_plugin.box.models import BoxManagedProcessSpec
+
+    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("real sandboxes need root and bubblewrap")
+    c = Cluster({"backend": "bwrap"}, nodes=2)
+    try:
+        await relay_through_the_other_node(c, websockets, BoxManagedProcessSpec)
+    finally:
+        c.stop()
+
+
+async def relay_through_the_other_node(c, websockets, BoxManagedProcessSpec):
+    n1 = c.nodes["n1"]
+    w = ctx("ws-relay")
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a:
+        r = await a.client.execute(BoxSpec(session_id="global", cmd="echo up"), action_context=w)
+        assert r.stdout == "up", r
+        owner = c.nodes[n1.owner("ws-relay")["owner"]]
+        entry = next(n for n in c.nodes.values() if n is not owner)
+        await a.client.start_managed_process("global", BoxManagedProcessSpec(process_id="echo", command="cat"),
+                                             action_context=w)
+        headers = {"X-LangBot-Box-Control-Token": TOKEN, "X-LangBot-Instance-Id": INSTANCE,
+                   "X-LangBot-Workspace-Id": "ws-relay", "X-LangBot-Placement-Generation": "1"}
+
+        def relay_url(process_id: str) -> str:
+            return a.client.get_managed_process_websocket_url("global", entry.http, process_id=process_id,
+                                                              action_context=w)
+
+        async with BoxConnection(owner.url, TOKEN, INSTANCE) as o:
+            async with websockets.connect(relay_url("echo"), additional_headers=headers, max_size=None,
+                                          open_timeout=10) as ws:
+                await ws.send("hello")
+                assert (await asyncio.wait_for(ws.recv(), 10)).strip() == "hello"
+                assert (await o.client.get_managed_process("global", "echo", action_context=w)).attached is True
+                # 4 MiB through a 1 MiB queue: the pump waits for credit, nothing is lost.
+                lines = [f"{i:05d}" + "x" * 32_000 for i in range(128)]
+                expected = "".join(line + "\n" for line in lines)
+
+                async def send():
+                    for line in lines:
+                        await ws.send(line)
+
+                async def receive() -> str:
+                    got = []
+                    size = 0
+                    while size < len(expected):
+                        part = await asyncio.wait_for(ws.recv(), 20)
+                        got.append(part)
+                        size += len(part)
+                    return "".join(got)
+
+                _, echoed = await asyncio.gather(send(), receive())
+                assert echoed == expected
+            async def detached() -> bool:
+                for _ in range(200):
+                    if not (await o.client.get_managed_process("global", "echo", action_context=w)).attached:
+                        return True
+                    await asyncio.sleep(0.05)
+                return False
+            assert await detached(), "the owner still holds a relay that closed"
+
+        # The process's end closes the relay with its reason.
+        await a.client.stop_managed_process("global", "echo", action_context=w)
+        await a.client.start_managed_process(
+            "global", BoxManagedProcessSpec(process_id="once", command="sh", args=["-c", "read x; echo got $x"]),
+            action_context=w)
+        async with websockets.connect(relay_url("once"), additional_headers=headers, open_timeout=10) as ws:
+            await ws.send("1")
+            assert (await asyncio.wait_for(ws.recv(), 10)).strip() == "got 1"
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd.reason == "managed process exited"
+        await a.client.stop_managed_process("global", "once", action_context=w)
+
+
 async def test_stopped_owner_is_fenced_and_replaced(sandbox_cluster):
     c = sandbox_cluster
     n1 = c.nodes["n1"]
