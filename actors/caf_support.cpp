@@ -37,6 +37,10 @@ void add_boxrt_types(caf::actor_system_config& cfg) {
 
 void configure_actor_system(caf::actor_system_config& cfg, size_t threads) {
   add_boxrt_types(cfg);
+  tune_scheduler(cfg, threads);
+}
+
+void tune_scheduler(caf::actor_system_config& cfg, size_t threads) {
   cfg.set("scheduler.max-threads", threads);
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("logger.verbosity", caf::atom("quiet"));

@@ -35,4 +35,7 @@ void add_boxrt_types(caf::actor_system_config& cfg);
 /// 50 µs sleep-polling, which adds up to 50 µs to every hop of a lightly loaded system.
 void configure_actor_system(caf::actor_system_config& cfg, size_t threads);
 
+/// The scheduler part of configure_actor_system alone.
+void tune_scheduler(caf::actor_system_config& cfg, size_t threads);
+
 } // namespace boxrt

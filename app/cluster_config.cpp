@@ -105,6 +105,16 @@ box_error tls_at(element v, const std::string& path, cluster_tls& out) {
     if (::access(field->c_str(), R_OK) != 0)
       return invalid(path + "." + key + " " + *field + " cannot be read");
   }
+  return check_tls_files(out, path);
+}
+
+} // namespace
+
+box_error check_tls_files(const cluster_tls& out, const std::string& path) {
+  for (auto [key, field] : {std::pair{"certificate", &out.certificate}, std::pair{"key", &out.key},
+                            std::pair{"ca_file", &out.ca_file}})
+    if (field->empty() || ::access(field->c_str(), R_OK) != 0)
+      return invalid(path + "." + key + " \"" + *field + "\" cannot be read (anonymous TLS authenticates no node)");
   // Loaded here as the TLS layer will load them: a bad file is a start error, never a
   // failure at the first link.
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx{SSL_CTX_new(TLS_method()), SSL_CTX_free};
@@ -122,7 +132,36 @@ box_error tls_at(element v, const std::string& path, cluster_tls& out) {
   return {};
 }
 
-} // namespace
+box_error check_cluster_config(const cluster_config& c) {
+  if (!c.enabled)
+    return {};
+  if (!valid_node_id(c.node_id))
+    return invalid("cluster.node_id must be 1-64 letters, digits, '-', '_' or '.'");
+  if (c.listen_host.empty() || c.listen_port == 0)
+    return invalid("cluster.listen must be HOST:PORT with a port 1-65535");
+  if (c.advertise_host.empty() || c.advertise_port == 0)
+    return invalid("cluster.advertise must be HOST:PORT with a port 1-65535");
+  if (c.etcd_endpoints.empty())
+    return invalid("cluster.etcd.endpoints must name at least one etcd member");
+  for (auto& url : c.etcd_endpoints)
+    if (!(url.starts_with("http://") || url.starts_with("https://")))
+      return invalid("cluster.etcd.endpoints must be a list of http:// or https:// URLs");
+  auto& p = c.etcd_prefix;
+  if (p.empty() || p.front() != '/' || p.back() == '/' || p.size() > 256)
+    return invalid("cluster.etcd.prefix must start with '/', not end with one, and be at most 256 characters");
+  if (c.etcd_tls)
+    if (auto e = check_tls_files(*c.etcd_tls, "cluster.etcd.tls"))
+      return e;
+  if (auto e = check_tls_files(c.tls, "cluster.tls"))
+    return e;
+  if (c.lease_ms < 500 || c.lease_ms > 60000)
+    return invalid("cluster.lease_ms must be 500-60000");
+  if (c.takeover_wait_ms < 0 || c.takeover_wait_ms > 600000)
+    return invalid("cluster.takeover_wait_ms must be 0-600000");
+  if (c.uid_first < 1 || c.uid_first > c.uid_last || c.uid_last > 4294967294u)
+    return invalid("cluster.uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
+  return {};
+}
 
 result<cluster_config> decode_cluster_config(const element& block) {
   cluster_config c;

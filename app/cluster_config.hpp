@@ -51,4 +51,12 @@ std::optional<std::pair<uint32_t, uint32_t>> decode_uid_range(const simdjson::do
 /// them, which authenticates nobody), `etcd.tls` the same when given.
 result<cluster_config> decode_cluster_config(const simdjson::dom::element& block);
 
+/// The same checks for a block built in code (an embedded runtime: app/runtime.hpp);
+/// nothing when `c.enabled` is false.
+box_error check_cluster_config(const cluster_config& c);
+
+/// The certificate chain, key and CA at `t` load as the TLS layer will load them;
+/// errors name `path` ("cluster.tls").
+box_error check_tls_files(const cluster_tls& t, const std::string& path);
+
 } // namespace boxrt

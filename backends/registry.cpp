@@ -27,6 +27,8 @@ sandbox_options sandbox_options_for(const box_config& config, const host_options
   o.uid_last = host.uid_last;
   o.host_gid = host.host_gid;
   o.listen_host = host.listen_host;
+  if (!host.helper_dir.empty())
+    o.init_path = host.helper_dir + "/boxrt-init";
   o.io.read_bps = config.limits.io_read_bps;
   o.io.write_bps = config.limits.io_write_bps;
   o.io.read_iops = config.limits.io_read_iops;
@@ -53,7 +55,7 @@ backend_choice select_backend(const box_config& config, const host_options& host
   auto nsjail = [&]() -> backend_choice {
     auto o = sandbox_options_for(config, host);
     o.driver = sandbox_driver::nsjail;
-    o.nsjail_path = locate_nsjail(local.nsjail_path, own_exe_dir());
+    o.nsjail_path = locate_nsjail(local.nsjail_path, host.helper_dir.empty() ? own_exe_dir() : host.helper_dir);
     auto b = std::make_shared<sandbox_backend>(o);
     if (auto why = b->unavailable_reason(); !why.empty())
       return {nullptr, "nsjail", "nsjail backend unavailable: " + why};

@@ -30,6 +30,8 @@ struct host_options {
   std::string cluster_node;
   std::function<int(uint32_t, const std::string&, bool)> reserve_uid;
   std::function<void(uint32_t, const std::string&)> release_uid;
+  /// Where boxrt-init (and an nsjail shipped with boxrt) are; "" = beside the executable.
+  std::string helper_dir;
 };
 
 /// Selects the backend named by `config.backend` ("", "auto" and "local" mean bwrap).
