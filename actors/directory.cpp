@@ -350,6 +350,17 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
   std::tie(st.settings.backend_name, st.settings.backend_reason) = st.backend->name_and_reason();
   st.settings.backend_available = false;
   st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
+  // The runtime's end (an exit sent to the directory): the backend's own sandboxes (its
+  // warm pool) are torn down before the directory quits, so before whoever monitors it
+  // learns it is down. (A cluster node's directories share one backend, which keeps no
+  // warm pool.) As CAF's default, an exit with reason `normal` is ignored.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    if (msg.reason == caf::exit_reason::normal)
+      return;
+    if (auto b = self->state.backend->get())
+      b->shutdown();
+    self->quit(msg.reason);
+  });
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     st.children->erase(dm.source);

@@ -121,6 +121,10 @@ class backend {
   /// Removes what an earlier run of this boxd left behind (own state only).
   virtual void cleanup_orphans() {}
 
+  /// The runtime shuts down (its sessions are stopped): sandboxes the backend keeps of
+  /// its own (the warm pool) are torn down and none is started ahead any more. Blocking.
+  virtual void shutdown() {}
+
   /// A spec this backend could never start (BoxValidationError), judged from the spec
   /// alone: cheap and non-blocking, so the supervisor refuses it before it replaces or
   /// reserves a session. The sandbox backend refuses nested and reserved mount targets.

@@ -151,6 +151,7 @@ class sandbox_backend : public backend {
   /// Cleans what an earlier run left (once per state directory), then starts filling
   /// the warm pool.
   void cleanup_orphans() override;
+  void shutdown() override { stop_pool(); }
 
   /// The warm pool now.
   warm_pool_status pool_status() const;
