@@ -57,6 +57,8 @@ struct directory_state {
   bool probe_timer = false;
   /// The node's backend, shared with every supervisor.
   std::shared_ptr<backend_slot> backend;
+  /// Told to exit: the backend's own sandboxes are being torn down on the pool.
+  bool releasing = false;
   /// What the current backend was selected for: `backend` and `local.nsjail_path`.
   std::string selected_for;
   /// A box_init arrived while a probe of the old config ran: probe again when it ends,
@@ -351,15 +353,25 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
   st.settings.backend_available = false;
   st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
   // The runtime's end (an exit sent to the directory): the backend's own sandboxes (its
-  // warm pool) are torn down before the directory quits, so before whoever monitors it
-  // learns it is down. (A cluster node's directories share one backend, which keeps no
-  // warm pool.) As CAF's default, an exit with reason `normal` is ignored.
+  // warm pool) are torn down on the worker pool, then the exit comes again and the
+  // directory quits, so whoever monitors it learns it is down only after that. (A
+  // cluster node's directories share one backend, which keeps no warm pool; an exit with
+  // reason `kill` skips this, and the backend's end tears them down.) As CAF's default,
+  // an exit with reason `normal` is ignored.
   self->set_exit_handler([self](caf::exit_msg& msg) {
+    auto& st = self->state;
     if (msg.reason == caf::exit_reason::normal)
       return;
-    if (auto b = self->state.backend->get())
-      b->shutdown();
-    self->quit(msg.reason);
+    if (st.releasing || !st.args.pool) {
+      self->quit(msg.reason);
+      return;
+    }
+    st.releasing = true;
+    st.args.pool->submit([slot = st.backend, me = caf::actor_cast<caf::actor>(self), reason = msg.reason] {
+      if (auto b = slot->get())
+        b->shutdown();
+      caf::anon_send(me, caf::exit_msg{caf::actor_addr{}, reason});
+    });
   });
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;

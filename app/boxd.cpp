@@ -148,6 +148,13 @@ int main(int argc, char** argv) {
   rc.init_state = cfg.init_state;
   rc.unsafe_soft_storage = cfg.unsafe_soft_storage;
   rc.cluster = cfg.cluster;
+  // The helpers sit beside boxd in a build folder, in ../libexec/boxrt once installed.
+  if (auto dir = own_exe_dir(); ::access((dir + "/boxrt-init").c_str(), X_OK) != 0) {
+    std::error_code err;
+    auto installed = std::filesystem::weakly_canonical(dir + "/../libexec/boxrt", err);
+    if (!err && ::access((installed / "boxrt-init").c_str(), X_OK) == 0)
+      rc.helper_dir = installed.string();
+  }
 
   // Signals go to the waiting thread below, never to the I/O or actor threads.
   sigset_t signals;

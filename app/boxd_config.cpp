@@ -69,8 +69,8 @@ box_error read_size(object obj, const char* key, size_t min, size_t max, size_t&
   return {};
 }
 
-/// The ranges of /etc/subuid or /etc/subgid ("name:start:count" lines) that overlap
-/// [first, last], as "name start-end" text; "" when none does.
+} // namespace
+
 std::string subid_overlap(const char* file, uint32_t first, uint32_t last) {
   std::ifstream in{file};
   for (std::string line; std::getline(in, line);) {
@@ -92,6 +92,8 @@ std::string subid_overlap(const char* file, uint32_t first, uint32_t last) {
   }
   return {};
 }
+
+namespace {
 
 /// server.sandbox_uid_range: [first, last], non-root, clear of /etc/subuid and
 /// /etc/subgid (uids there belong to users' own containers).

@@ -2,6 +2,8 @@
 // applications that embed it.
 #include "app/runtime_parts.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include <sys/stat.h>
@@ -13,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/caf_support.hpp"
+#include "app/boxd_config.hpp"
+#include "messages/codec.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/nsjail/nsjail.hpp"
 #include "backends/registry.hpp"
@@ -51,7 +55,18 @@ box_error validate_runtime_config(const runtime_config& rc) {
     return invalid("server.sandbox_uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
   if (!rc.helper_dir.empty() && ::access(rc.helper_dir.c_str(), X_OK) != 0)
     return invalid("helper_dir " + rc.helper_dir + " is not a folder boxd can search");
-  return check_cluster_config(rc.cluster);
+  if (auto err = check_runtime_limits(rc.box.limits))
+    return err;
+  if (auto err = check_cluster_config(rc.cluster))
+    return err;
+  // Sandbox uids never belong to users' own containers (/etc/subuid, /etc/subgid).
+  auto first = rc.cluster.enabled ? rc.cluster.uid_first : rc.sandbox_uid_first;
+  auto last = rc.cluster.enabled ? rc.cluster.uid_last : rc.sandbox_uid_last;
+  for (const char* file : {"/etc/subuid", "/etc/subgid"})
+    if (auto clash = subid_overlap(file, first, last); !clash.empty())
+      return invalid(std::string{rc.cluster.enabled ? "cluster.uid_range " : "server.sandbox_uid_range "}
+                     + std::to_string(first) + "-" + std::to_string(last) + " overlaps " + clash);
+  return {};
 }
 
 std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runtime_config& rc_in,
@@ -246,8 +261,13 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   ra.listen_host = rc.cluster.listen_host;
   ra.listen_port = rc.cluster.listen_port;
   ra.upload_dir = (std::filesystem::path{rc.box.local.host_root} / "state" / "cluster-uploads").string();
-  std::filesystem::create_directories(ra.upload_dir);
-  ::chmod(ra.upload_dir.c_str(), 0700);
+  std::error_code made;
+  std::filesystem::create_directories(ra.upload_dir, made);
+  if (made || ::chmod(ra.upload_dir.c_str(), 0700) != 0) {
+    auto text = "cannot prepare " + ra.upload_dir + ": " + (made ? made.message() : std::strerror(errno));
+    spdlog::critical("boxd: {}", text);
+    return fail({ec::runtime_unavailable, text}, 1);
+  }
   // Each directory's admission writes are fenced by the lease it was started under: a
   // directory still stopping after the lease changed writes nothing, even for a
   // workspace the node owns again under the new lease.
@@ -273,7 +293,16 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   return parts;
 }
 
-void configure(caf::actor_system_config& cfg) { add_boxrt_types(cfg); }
+void configure(caf::actor_system_config& cfg) {
+  add_boxrt_types(cfg);
+  // Rendered as a client of boxd reads it: "BoxValidationError: ...".
+  cfg.add_error_category(caf::atom("boxrt"), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+    std::string text;
+    if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+      text = ctx.get_as<std::string>(0);
+    return std::string{wire_class(static_cast<ec>(code))} + ": " + text;
+  });
+}
 
 void configure(caf::actor_system_config& cfg, const runtime_config& rc) {
   configure(cfg);
@@ -301,12 +330,12 @@ caf::expected<directory_actor> spawn_runtime(caf::actor_system& sys, const runti
     return to_caf_error(failure.error);
   auto handle = parts->directory;
   // The parts live as long as the runtime's handle actor: the router's or directory's
-  // end releases them (a cluster node stops renewing and gives its lease up).
+  // end releases them (a cluster node's runtime stops linking and renewing, and gives
+  // its lease up). They hold no handle of the actor itself, so that the actor's end
+  // is what ends them.
+  parts->directory = nullptr;
   auto keep = caf::actor_cast<caf::actor>(handle);
-  keep->attach_functor([parts]() mutable {
-    if (parts->cluster_node)
-      parts->cluster_node->stop();
-  });
+  keep->attach_functor([parts]() mutable { parts.reset(); });
   return handle;
 }
 

@@ -52,6 +52,10 @@ result<runtime_limits> decode_runtime_limits(const simdjson::dom::element& data,
 /// required policy, so admission fails closed (§4.9.1).
 result<box_config> decode_box_config(const simdjson::dom::element& data, const box_config& base);
 
+/// The integer limits within the ranges decode_runtime_limits enforces (a config built
+/// in code: app/runtime.hpp).
+box_error check_runtime_limits(const runtime_limits& limits);
+
 // decode_text(text, decoder) in messages/codec_text.hpp parses then decodes.
 
 // -- encoders ------------------------------------------------------------------------

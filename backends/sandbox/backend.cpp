@@ -133,8 +133,10 @@ sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_uniq
     // folder this library was built in (tests).
     opts_.init_path = self_dir() + "/boxrt-init";
 #ifdef BOXRT_BUILD_INIT_PATH
-    if (::access(opts_.init_path.c_str(), X_OK) != 0)
+    if (::access(opts_.init_path.c_str(), X_OK) != 0) {
       opts_.init_path = BOXRT_BUILD_INIT_PATH;
+      spdlog::info("{}: boxrt-init taken from the build folder: {}", name(), opts_.init_path);
+    }
 #endif
   }
   std::error_code err;

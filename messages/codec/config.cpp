@@ -104,6 +104,16 @@ result<scripted_config> decode_scripted(const element& v) {
 
 } // namespace
 
+box_error check_runtime_limits(const runtime_limits& limits) {
+  for (const auto& d : limit_defs) {
+    auto v = limits.*(d.field);
+    if (v < d.min || v > d.max)
+      return make_box_error(ec::validation, "box.limits." + std::string{d.name} + " must be between "
+                                              + std::to_string(d.min) + " and " + std::to_string(d.max));
+  }
+  return {};
+}
+
 result<runtime_limits> decode_runtime_limits(const element& data, const runtime_limits& base) {
   object obj;
   if (data.get_object().get(obj) != ok)

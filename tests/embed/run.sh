@@ -6,6 +6,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build}" && pwd)
+# A sanitized build's libraries need the sanitizer runtime the example is not built with.
+if grep -q '^BOXRT_SANITIZE:STRING=.\+' "$build/CMakeCache.txt" || grep -q '^BOXRT_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
+  echo "embed: not run on a sanitized build"
+  exit 77
+fi
 work=$(mktemp -d /tmp/boxrt-embed.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
@@ -29,6 +34,22 @@ left=$(ps -eo uid=,stat=,pid=,args= | awk '$1 >= 1895825408 && $1 <= 1895825663 
 if [ -n "$left" ]; then
   echo "embed: sandboxes of the embedded runtime outlived the application:"
   echo "$left"
+  exit 1
+fi
+# The installed boxd finds its helpers in ../libexec/boxrt: its bwrap backend is usable.
+cat > "$work/boxd.json" <<JSON
+{"server": {"host": "127.0.0.1", "port": 0}, "box": {"backend": "bwrap", "local": {"host_root": "$work/boxd-data"}}}
+JSON
+coproc boxd { exec "$work/prefix/bin/boxd" --config "$work/boxd.json" 2> "$work/boxd.log"; }
+read -r -t 30 line <&"${boxd[0]}" || { cat "$work/boxd.log"; exit 1; }
+url=${line##* }
+ready=$(python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1], timeout=10))["backend"])' \
+  "${url/ws:/http:}/readyz" || true)
+kill -TERM "$boxd_PID"
+wait "$boxd_PID" || true
+if [ "$ready" != "{'name': 'bwrap', 'available': True}" ] || grep -q "taken from the build folder" "$work/boxd.log"; then
+  echo "embed: the installed boxd has no usable bwrap backend: $ready"
+  cat "$work/boxd.log"
   exit 1
 fi
 echo "embed: passed"
