@@ -476,3 +476,68 @@ def test_a_node_on_the_default_backend_runs_real_sandboxes():
         assert backend == {"name": "bwrap", "available": True}
     finally:
         c.stop()
+
+
+EMBEDDED = {
+    "backend": "bwrap",
+    "admission": {
+        "required": True, "logical_session_id": "global", "required_backend": "bwrap", "max_sessions": 1,
+        "max_managed_processes": 0, "max_timeout_sec": 60, "cpus": 0.5, "memory_mb": 256, "pids_limit": 64,
+        "workspace_quota_mb": 16, "readiness_cache_sec": 0,
+    },
+}
+
+
+async def test_an_embedded_application_is_one_node_of_the_cluster():
+    """tests/embed's example (built against an installed tree, docs/embedding.md) joins a
+    one-node cluster as a second node: its entitlement and exec, sent as typed messages,
+    reach the workspace's owner, and the first node lists the session it made."""
+    example = os.environ.get("BOXRT_EMBED_EXAMPLE")
+    if not example:
+        pytest.skip("tests/embed/run.sh runs this with the example it built")
+    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("real sandboxes need root and bubblewrap")
+    from cluster import PREFIX, free_port, make_cert
+    c = Cluster(EMBEDDED, nodes=1)
+    proc = None
+    try:
+        tls = make_cert(c.pki, "ca", "e1")
+        env = dict(os.environ, BOXRT_EMBED_NODE_ID="e1", BOXRT_EMBED_LISTEN=f"127.0.0.1:{free_port()}",
+                   BOXRT_EMBED_ETCD=c.etcd.endpoint, BOXRT_EMBED_PREFIX=PREFIX, BOXRT_EMBED_CERT=tls["certificate"],
+                   BOXRT_EMBED_KEY=tls["key"], BOXRT_EMBED_CA=tls["ca_file"], BOXRT_EMBED_UID_FIRST="1879048192",
+                   BOXRT_EMBED_UID_LAST="1879113727", BOXRT_EMBED_LEASE_MS=str(c.lease_ms))
+        state = os.path.join(c.host_root, "state")
+        log = open(os.path.join(c.dir, "embedded.log"), "w")
+        script = f'mount -t tmpfs -o mode=0700 tmpfs "{state}" && exec "{example}" "{c.host_root}" bwrap'
+        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        # Its output, line by line, from a thread: every wait below is bounded.
+        import queue
+        import threading
+        out: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [out.put(x.strip()) for x in proc.stdout], daemon=True).start()
+        lines = []
+        deadline = time.monotonic() + 60
+        while not lines or lines[-1] != "waiting":
+            try:
+                lines.append(out.get(timeout=max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        assert lines and lines[-1] == "waiting", f"the embedded node did not run its exec: {lines}"
+        assert any(x.startswith("exit 0: hello from") for x in lines), lines
+        n1 = c.nodes["n1"]
+        wait_for("n1 holds a verified link to the embedded node", lambda: "e1" in n1.alive_peers(), 30)
+        owner = n1.owner("workspace-1", instance="embedding-host")
+        assert owner["owner"] in ("n1", "e1") and owner["epoch"] >= 1, owner
+        ctx = ActionContext(instance_uuid="embedding-host", workspace_uuid="workspace-1", placement_generation=1)
+        async with BoxConnection(n1.url, TOKEN, "embedding-host") as a:
+            listed = await a.client.get_sessions(action_context=ctx)
+            assert [s["session_id"] for s in listed] == ["global"]
+        proc.stdin.write("go on\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        c.stop()

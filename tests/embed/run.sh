@@ -52,4 +52,7 @@ if [ "$ready" != "{'name': 'bwrap', 'available': True}" ] || grep -q "taken from
   cat "$work/boxd.log"
   exit 1
 fi
+# The same example as one node of a boxd cluster (real etcd, one boxd node beside it).
+BOXRT_EMBED_EXAMPLE="$work/example/embed_example" "$here/../cluster/run.sh" "$build" \
+  -k test_an_embedded_application_is_one_node_of_the_cluster
 echo "embed: passed"

@@ -2,6 +2,10 @@
 // own actor system, pushes a workspace entitlement, runs a command in the workspace's
 // sandbox through typed messages and shuts the runtime down as boxd's SIGTERM does.
 // Usage: embed_example DATA_DIR [BACKEND]. Exit 0 when every step did what it should.
+// With BOXRT_EMBED_NODE_ID set it is one node of a boxd cluster (BOXRT_EMBED_LISTEN,
+// _ETCD, _PREFIX, _CERT, _KEY, _CA, _UID_FIRST, _UID_LAST, _LEASE_MS: the `cluster`
+// block) and waits for a line on stdin between its exec and its shutdown, so that a test
+// can look at the workspace through the other nodes.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -56,17 +60,43 @@ int live_processes_of(uint32_t first, uint32_t last) {
   return n;
 }
 
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+/// The `cluster` block from the environment; disabled without BOXRT_EMBED_NODE_ID.
+boxrt::cluster_config cluster_from_env() {
+  boxrt::cluster_config c;
+  c.node_id = env("BOXRT_EMBED_NODE_ID");
+  if (c.node_id.empty())
+    return c;
+  c.enabled = true;
+  auto listen = env("BOXRT_EMBED_LISTEN");
+  c.listen_host = c.advertise_host = listen.substr(0, listen.rfind(':'));
+  c.listen_port = c.advertise_port = static_cast<uint16_t>(std::stoi(listen.substr(listen.rfind(':') + 1)));
+  c.etcd_endpoints = {env("BOXRT_EMBED_ETCD")};
+  c.etcd_prefix = env("BOXRT_EMBED_PREFIX");
+  c.tls = {env("BOXRT_EMBED_CERT"), env("BOXRT_EMBED_KEY"), env("BOXRT_EMBED_CA")};
+  c.lease_ms = std::stoll(env("BOXRT_EMBED_LEASE_MS"));
+  c.takeover_wait_ms = 8000;
+  c.uid_first = static_cast<uint32_t>(std::stoul(env("BOXRT_EMBED_UID_FIRST")));
+  c.uid_last = static_cast<uint32_t>(std::stoul(env("BOXRT_EMBED_UID_LAST")));
+  return c;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2)
     return failed("usage: embed_example DATA_DIR [BACKEND]");
+  boxrt::runtime_config rc;
+  rc.cluster = cluster_from_env();
   caf::actor_system_config cfg;
-  boxrt::configure(cfg); // before the system is built
+  boxrt::configure(cfg, rc); // before the system is built (a cluster node: CAF's middleman too)
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
 
-  boxrt::runtime_config rc;
   rc.box.local.host_root = argv[1];
   rc.helper_dir = BOXRT_HELPER_DIR;
   // Sandbox uids of its own, so the test can tell this runtime's sandboxes from others.
@@ -87,6 +117,10 @@ int main(int argc, char** argv) {
   rc.box.admission.required_backend = rc.box.backend;
   rc.box.admission.readiness_cache_sec = 0;
   rc.box.admission.workspace_quota_mb = 16; // a hard quota image per workspace
+  rc.box.admission.max_timeout_sec = 60;
+  rc.box.admission.cpus = 0.5;
+  rc.box.admission.memory_mb = 256;
+  rc.box.admission.pids_limit = 64;
   auto runtime = boxrt::spawn_runtime(sys, rc);
   if (!runtime)
     return failed("spawn_runtime: " + text_of(runtime.error()));
@@ -123,6 +157,11 @@ int main(int argc, char** argv) {
           code = failed("the command did not run as expected: " + r.stderr_text);
       },
       [&](caf::error& err) { code = failed("exec: " + text_of(err)); });
+  if (rc.cluster.enabled) { // the test looks through the other nodes, then says go on
+    std::cout << "waiting" << std::endl;
+    std::string line;
+    std::getline(std::cin, line);
+  }
 
   // Shutdown: every session stopped and its sandbox torn down before the reply.
   self->request(*runtime, 60s, boxrt::shutdown_atom_v)
@@ -133,7 +172,8 @@ int main(int argc, char** argv) {
   caf::anon_send_exit(*runtime, caf::exit_reason::user_shutdown);
   self->receive([](caf::down_msg&) {},
                 caf::after(std::chrono::seconds{30}) >> [&] { code = failed("the runtime did not stop within 30 s"); });
-  if (code == 0) {
+  // A cluster's sandbox uids are shared by every node: only a runtime of its own counts.
+  if (code == 0 && !rc.cluster.enabled) {
     if (int left = live_processes_of(rc.sandbox_uid_first, rc.sandbox_uid_last); left != 0)
       code = failed(std::to_string(left) + " sandbox process(es) outlived the runtime");
   }
