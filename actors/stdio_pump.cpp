@@ -143,7 +143,7 @@ caf::behavior pump_behavior(pump_ptr self, caf::actor relay,
   st.relay = std::move(relay);
   st.entry = std::move(entry);
   st.pool = std::move(pool);
-  st.key = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  st.key = stdio_key();
   self->monitor(st.relay);
   self->set_down_handler([self](const caf::down_msg&) {
     // The relay is gone: nobody to tell.
@@ -214,6 +214,11 @@ caf::behavior pump_behavior(pump_ptr self, caf::actor relay,
 }
 
 } // namespace
+
+uint64_t stdio_key() {
+  std::random_device rd;
+  return rd() | (uint64_t{rd()} << 32);
+}
 
 caf::actor spawn_stdio_pump(caf::actor_system& sys, caf::actor relay,
                             std::shared_ptr<process_registry::entry> entry,

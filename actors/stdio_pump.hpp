@@ -35,6 +35,10 @@ enum class stdio_end : int32_t {
   stale = 2,       // the session was retired by a fence advance
 };
 
+/// A random key for the anonymous messages of a pump or a relay: only the one that made
+/// it and its own helpers know it.
+uint64_t stdio_key();
+
 /// Spawns the pump for `relay` (an actor of another node) over `entry`'s process;
 /// stdin lines are written on `pool`, one at a time.
 caf::actor spawn_stdio_pump(caf::actor_system& sys, caf::actor relay,

@@ -1,6 +1,5 @@
 // boxd: the sandbox session runtime server. Thin: build the config, select the
 // backend, start the actor system and the WebSocket server, wait for SIGINT/SIGTERM.
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -11,12 +10,9 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -25,16 +21,8 @@
 #include "app/boxd_config.hpp"
 #include "app/runtime_parts.hpp"
 #include "app/entitlements_file.hpp"
-#include "backends/state/admission_store.hpp"
-#include "backends/mount_policy.hpp"
-#include "backends/sandbox/sandbox.hpp"
-#include "backends/registry.hpp"
-#include "backends/linux/watchdog.hpp"
 #include "backends/nsjail/nsjail.hpp"
-#include "net/cluster/node.hpp"
-#include "net/cluster/router.hpp"
 #include "messages/base/log.hpp"
-#include "messages/base/pytext.hpp"
 #include "net/ws/server.hpp"
 
 using namespace boxrt;
@@ -171,8 +159,8 @@ int main(int argc, char** argv) {
   start_failure failure;
   auto parts = start_runtime(sys, rc, failure);
   if (!parts) {
-    // Logged where it failed. Past the start of a cluster node's membership its thread runs: the process ends
-    // here, skipping the destructors that thread could still reach.
+    // Logged where it failed. Past the start of a cluster node's membership its thread
+    // runs: the process ends here, skipping the destructors that thread could still reach.
     spdlog::shutdown();
     std::_Exit(failure.exit_code);
   }

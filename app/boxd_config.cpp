@@ -71,24 +71,26 @@ box_error read_size(object obj, const char* key, size_t min, size_t max, size_t&
 
 } // namespace
 
-std::string subid_overlap(const char* file, uint32_t first, uint32_t last) {
-  std::ifstream in{file};
-  for (std::string line; std::getline(in, line);) {
-    auto a = line.find(':'), b = line.rfind(':');
-    if (a == std::string::npos || a == b)
-      continue;
-    uint64_t start = 0, count = 0;
-    try {
-      start = std::stoull(line.substr(a + 1, b - a - 1));
-      count = std::stoull(line.substr(b + 1));
-    } catch (const std::exception&) {
-      continue;
+std::string subid_overlap(uint32_t first, uint32_t last) {
+  for (const char* file : {"/etc/subuid", "/etc/subgid"}) {
+    std::ifstream in{file};
+    for (std::string line; std::getline(in, line);) {
+      auto a = line.find(':'), b = line.rfind(':');
+      if (a == std::string::npos || a == b)
+        continue;
+      uint64_t start = 0, count = 0;
+      try {
+        start = std::stoull(line.substr(a + 1, b - a - 1));
+        count = std::stoull(line.substr(b + 1));
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (count == 0)
+        continue;
+      uint64_t end = start + count - 1;
+      if (start <= last && end >= first)
+        return std::string{file} + " (" + line.substr(0, a) + ": " + std::to_string(start) + "-" + std::to_string(end) + ")";
     }
-    if (count == 0)
-      continue;
-    uint64_t end = start + count - 1;
-    if (start <= last && end >= first)
-      return std::string{file} + " (" + line.substr(0, a) + ": " + std::to_string(start) + "-" + std::to_string(end) + ")";
   }
   return {};
 }
@@ -293,9 +295,8 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
   }
   if (auto why = net::validate(cfg.server); !why.empty())
     return config_error(why);
-  for (const char* file : {"/etc/subuid", "/etc/subgid"})
-    if (auto clash = subid_overlap(file, cfg.server.sandbox_uid_first, cfg.server.sandbox_uid_last); !clash.empty())
-      return config_error("server.sandbox_uid_range " + std::to_string(cfg.server.sandbox_uid_first) + "-"
+  if (auto clash = subid_overlap(cfg.server.sandbox_uid_first, cfg.server.sandbox_uid_last); !clash.empty())
+    return config_error("server.sandbox_uid_range " + std::to_string(cfg.server.sandbox_uid_first) + "-"
                           + std::to_string(cfg.server.sandbox_uid_last) + " overlaps " + clash);
   return cfg;
 }

@@ -26,9 +26,9 @@ struct boxd_config {
   std::vector<std::string> warnings;
 };
 
-/// The ranges of /etc/subuid or /etc/subgid ("name:start:count" lines) that overlap
-/// [first, last], as "name start-end" text; "" when none does.
-std::string subid_overlap(const char* file, uint32_t first, uint32_t last);
+/// The first range of /etc/subuid or /etc/subgid ("name:start:count" lines) that
+/// overlaps [first, last], as "file (name: start-end)" text; "" when none does.
+std::string subid_overlap(uint32_t first, uint32_t last);
 
 /// The embedded default: standard mode, backend auto, 127.0.0.1:5410, data under
 /// ./data/box.

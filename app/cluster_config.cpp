@@ -99,12 +99,9 @@ box_error tls_at(element v, const std::string& path, cluster_tls& out) {
   if (auto e = only_keys(obj, path + ".", {"certificate", "key", "ca_file"}))
     return e;
   for (auto [key, field] : {std::pair{"certificate", &out.certificate}, std::pair{"key", &out.key},
-                            std::pair{"ca_file", &out.ca_file}}) {
+                            std::pair{"ca_file", &out.ca_file}})
     if (auto e = string_at(obj, path + ".", key, *field, true))
       return invalid(e.message + " (anonymous TLS authenticates no node)");
-    if (::access(field->c_str(), R_OK) != 0)
-      return invalid(path + "." + key + " " + *field + " cannot be read");
-  }
   return check_tls_files(out, path);
 }
 
@@ -114,7 +111,7 @@ box_error check_tls_files(const cluster_tls& out, const std::string& path) {
   for (auto [key, field] : {std::pair{"certificate", &out.certificate}, std::pair{"key", &out.key},
                             std::pair{"ca_file", &out.ca_file}})
     if (field->empty() || ::access(field->c_str(), R_OK) != 0)
-      return invalid(path + "." + key + " \"" + *field + "\" cannot be read (anonymous TLS authenticates no node)");
+      return invalid(path + "." + key + " " + *field + " cannot be read");
   // Loaded here as the TLS layer will load them: a bad file is a start error, never a
   // failure at the first link.
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx{SSL_CTX_new(TLS_method()), SSL_CTX_free};

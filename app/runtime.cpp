@@ -47,9 +47,7 @@ box_error invalid(std::string text) { return {ec::validation, std::move(text)}; 
 } // namespace
 
 box_error validate_runtime_config(const runtime_config& rc) {
-  static constexpr std::string_view backends[] = {"", "auto", "local", "bwrap", "nsjail", "process", "scripted"};
-  auto name = py::strip(rc.box.backend);
-  if (std::find(std::begin(backends), std::end(backends), name) == std::end(backends))
+  if (!known_backend(py::strip(rc.box.backend)))
     return invalid("box.backend must be one of auto, bwrap, nsjail, process or scripted, got \"" + rc.box.backend + "\"");
   if (rc.sandbox_uid_first < 1 || rc.sandbox_uid_first > rc.sandbox_uid_last || rc.sandbox_uid_last > 4294967294u)
     return invalid("server.sandbox_uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
@@ -62,10 +60,9 @@ box_error validate_runtime_config(const runtime_config& rc) {
   // Sandbox uids never belong to users' own containers (/etc/subuid, /etc/subgid).
   auto first = rc.cluster.enabled ? rc.cluster.uid_first : rc.sandbox_uid_first;
   auto last = rc.cluster.enabled ? rc.cluster.uid_last : rc.sandbox_uid_last;
-  for (const char* file : {"/etc/subuid", "/etc/subgid"})
-    if (auto clash = subid_overlap(file, first, last); !clash.empty())
-      return invalid(std::string{rc.cluster.enabled ? "cluster.uid_range " : "server.sandbox_uid_range "}
-                     + std::to_string(first) + "-" + std::to_string(last) + " overlaps " + clash);
+  if (auto clash = subid_overlap(first, last); !clash.empty())
+    return invalid(std::string{rc.cluster.enabled ? "cluster.uid_range " : "server.sandbox_uid_range "}
+                   + std::to_string(first) + "-" + std::to_string(last) + " overlaps " + clash);
   return {};
 }
 

@@ -56,6 +56,10 @@ result<box_config> decode_box_config(const simdjson::dom::element& data, const b
 /// in code: app/runtime.hpp).
 box_error check_runtime_limits(const runtime_limits& limits);
 
+/// `name` is a `box.backend` value boxrt knows ("", auto, local, bwrap, nsjail, process,
+/// scripted).
+bool known_backend(std::string_view name);
+
 // decode_text(text, decoder) in messages/codec_text.hpp parses then decodes.
 
 // -- encoders ------------------------------------------------------------------------

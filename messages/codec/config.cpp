@@ -104,6 +104,10 @@ result<scripted_config> decode_scripted(const element& v) {
 
 } // namespace
 
+bool known_backend(std::string_view name) {
+  return std::find(std::begin(backend_names), std::end(backend_names), name) != std::end(backend_names);
+}
+
 box_error check_runtime_limits(const runtime_limits& limits) {
   for (const auto& d : limit_defs) {
     auto v = limits.*(d.field);
@@ -153,7 +157,7 @@ result<box_config> decode_box_config(const element& data, const box_config& base
     else if (v->get_string().get(s) != ok)
       return box_error{ec::value, "box.backend must be a string"};
     s = strip(s);
-    if (std::find(std::begin(backend_names), std::end(backend_names), s) == std::end(backend_names))
+    if (!known_backend(s))
       return box_error{ec::value, "box.backend must be one of: \"\", auto, local, bwrap, nsjail, "
                                   "process, scripted"};
     cfg.backend = std::string{s};

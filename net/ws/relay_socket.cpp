@@ -3,8 +3,6 @@
 // workspace (through a pump there: actors/stdio_pump.hpp).
 #include "net/ws/ws_outbox.hpp"
 
-#include <random>
-
 #include "actors/stdio_pump.hpp"
 
 namespace boxrt::net {
@@ -113,7 +111,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   void attach() {
     target_.attach_wait_ms = srv_.opts.relay_attach_wait_ms;
     target_.pump = remote_;
-    key_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+    key_ = stdio_key();
     auto timeout = std::chrono::milliseconds{target_.attach_wait_ms} + relay_verdict_timeout;
     auto holder = [](caf::event_based_actor* self, std::weak_ptr<relay_session> weak,
                      std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r,
