@@ -378,6 +378,34 @@ async def relay_through_the_other_node(c, websockets, BoxManagedProcessSpec):
             assert closed.value.rcvd.reason == "managed process exited"
         await a.client.stop_managed_process("global", "once", action_context=w)
 
+        # A process that floods stdout to a client that does not read: neither node holds
+        # more than the relay's bound (1 MiB queued, 1 MiB of credit in flight); the
+        # process waits on its pipe instead. Nothing is lost once the client reads.
+        flood = 64 << 20
+        await a.client.start_managed_process(
+            "global", BoxManagedProcessSpec(process_id="flood", command="sh",
+                                            args=["-c", f"head -c {flood} /dev/zero | tr '\\0' x"]),
+            action_context=w)
+
+        def rss_kib(node) -> int:
+            with open(f"/proc/{node.proc.pid}/status") as f:
+                return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+
+        before = {n.id: rss_kib(n) for n in (owner, entry)}
+        async with websockets.connect(relay_url("flood"), additional_headers=headers, max_size=None,
+                                      open_timeout=10, max_queue=1) as ws:
+            grown = {}
+            for _ in range(40):  # two seconds of not reading, sampled
+                for n in (owner, entry):
+                    grown[n.id] = max(grown.get(n.id, 0), rss_kib(n) - before[n.id])
+                await asyncio.sleep(0.05)
+            assert all(g < 8 * 1024 for g in grown.values()), f"RSS grew (KiB) while the client did not read: {grown}"
+            got = 0
+            while got < flood:
+                got += len(await asyncio.wait_for(ws.recv(), 20))
+            assert got == flood
+        await a.client.stop_managed_process("global", "flood", action_context=w)
+
 
 async def test_stopped_owner_is_fenced_and_replaced(sandbox_cluster):
     c = sandbox_cluster
