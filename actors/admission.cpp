@@ -243,11 +243,16 @@ box_error workspace_admission::check_entitlement(const action_context& ctx,
     effect = session_effect::stop_all;
     return refusal;
   }
+  // A revocation at revision R refuses every grant at or below R, the derived one too
+  // (admission.md §3.4): only a snapshot at a newer revision brings access back.
+  if (s.entitlement_revision <= tombstone_) {
+    grant_.reset();
+    grant_derived_ = false;
+    return admission_error("Sandbox admission grant revision was revoked");
+  }
   auto expires_us = derived_expiry_us(s, policy, now_us);
   if (expires_us <= now_us)
     return entitlement_error("Workspace entitlement expired before sandbox admission");
-  // The snapshot is the authority here and cannot roll back, so tombstones left by
-  // host-pushed revocations do not block the grant it derives.
   grant_ = derived_grant(instance_, workspace_, ctx.placement_generation, s, expires_us);
   grant_derived_ = true;
   if (s.entitlement_revision >= highest_revision_) {
@@ -360,7 +365,8 @@ int64_t workspace_admission::next_expiry_us() const noexcept {
 session_effect workspace_admission::on_expiry(int64_t now_us, const admission_policy& policy) {
   if (!grant_ || grant_->expires_at > now_us)
     return session_effect::none;
-  if (grant_derived_ && snapshot_ && !snapshot_refusal(*snapshot_, floor_seconds(now_us))) {
+  if (grant_derived_ && snapshot_ && snapshot_->entitlement_revision > tombstone_
+      && !snapshot_refusal(*snapshot_, floor_seconds(now_us))) {
     auto expires_us = derived_expiry_us(*snapshot_, policy, now_us);
     if (expires_us > now_us) {
       grant_ = derived_grant(instance_, workspace_, grant_->execution_generation, *snapshot_,

@@ -673,15 +673,41 @@ BOOST_AUTO_TEST_CASE(grant_that_would_expire_at_once_is_refused_without_revoking
   BOOST_TEST(adm.tombstone() == 0);
 }
 
-BOOST_AUTO_TEST_CASE(host_tombstone_does_not_block_a_snapshot_grant) {
+// A revocation at revision R holds against the grant a snapshot at or below R derives
+// (admission.md §3.4); only a newer revision admits again. Before, the derived grant
+// ignored the tombstone and the revoked workspace was admitted at once.
+BOOST_AUTO_TEST_CASE(host_tombstone_blocks_a_snapshot_grant_at_or_below_it) {
   BOOST_REQUIRE(adm.revoke(revocation(9), config).ok());
   BOOST_REQUIRE(adm.put_snapshot(snapshot(7), 1000).ok());
+  BOOST_TEST(gate(context(2), now)
+             == "BoxAdmissionError: Sandbox admission grant revision was revoked / none");
+  BOOST_TEST(!adm.grant().has_value());
+  BOOST_REQUIRE(adm.put_snapshot(snapshot(9), 1000).ok());
+  BOOST_TEST(gate(context(2), now)
+             == "BoxAdmissionError: Sandbox admission grant revision was revoked / none");
+  BOOST_TEST(!adm.grant().has_value());
+  BOOST_TEST(adm.tombstone() == 9);
+  // A newer revision brings access back.
+  BOOST_REQUIRE(adm.put_snapshot(snapshot(10), 1000).ok());
   BOOST_TEST(gate(context(2), now) == "ok / none");
   BOOST_REQUIRE(adm.grant().has_value());
-  BOOST_TEST(adm.grant()->entitlement_revision == 7);
-  BOOST_TEST(adm.grant()->execution_generation == 2);
-  BOOST_TEST(adm.tombstone() == 9);
-  BOOST_TEST(adm.highest_revision() == 9);
+  BOOST_TEST(adm.grant()->entitlement_revision == 10);
+}
+
+// The order the adversarial round used: entitle at 1, revoke at 1, exec again.
+BOOST_AUTO_TEST_CASE(a_revoke_at_the_snapshot_revision_holds) {
+  BOOST_REQUIRE(adm.put_snapshot(snapshot(1), 1000).ok());
+  BOOST_TEST(gate(context(2), now) == "ok / none");
+  BOOST_REQUIRE(adm.revoke(revocation(1), config).ok());
+  BOOST_TEST(!adm.grant().has_value());
+  BOOST_TEST(gate(context(2), now)
+             == "BoxAdmissionError: Sandbox admission grant revision was revoked / none");
+  // The stored revision replayed with the same contents is accepted and admits nothing.
+  BOOST_REQUIRE(adm.put_snapshot(snapshot(1), 1000).ok());
+  BOOST_TEST(gate(context(2), now)
+             == "BoxAdmissionError: Sandbox admission grant revision was revoked / none");
+  BOOST_REQUIRE(adm.put_snapshot(snapshot(2), 1000).ok());
+  BOOST_TEST(gate(context(2), now) == "ok / none");
 }
 
 BOOST_AUTO_TEST_CASE(without_snapshot_no_floor_passes) {

@@ -82,6 +82,36 @@ BOOST_AUTO_TEST_CASE(revocations_and_fences_survive_a_restart) {
   BOOST_CHECK_EQUAL(stale.message, "PermissionError: Stale Box placement generation");
 }
 
+// A revocation at the snapshot's own revision holds against the grant boxd derives from
+// that snapshot, across a restart and a replay of the same snapshot; before, the next
+// exec was admitted again ("decision=admit reason=grant").
+BOOST_AUTO_TEST_CASE(a_revocation_holds_against_the_stored_snapshot_across_a_restart) {
+  data_dir dir;
+  const std::string exec = R"({"session_id":"global","cmd":"echo x"})";
+  const std::string revoked =
+    "BoxAdmissionError: Sandbox admission grant revision was revoked";
+  const std::string revoke =
+    R"({"instance_uuid":"instance-a","workspace_uuid":"ws-t","entitlement_revision":1})";
+  {
+    boxd_process boxd{admission, server, {}, dir.path};
+    auto c = wire::connect(boxd);
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-t", 1, true)).code, 0);
+    BOOST_REQUIRE_EQUAL(c.call("box_exec", exec, wire::ctx("ws-t", 1)).code, 0);
+    auto r = c.call("box_revoke_sandbox_admission_grant", revoke);
+    BOOST_REQUIRE_EQUAL(r.code, 0);
+    BOOST_CHECK_EQUAL(c.call("box_exec", exec, wire::ctx("ws-t", 1)).message, revoked);
+  }
+  boxd_process boxd{admission, server, {}, dir.path};
+  auto c = wire::connect(boxd);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec, wire::ctx("ws-t", 1)).message, revoked);
+  // The stored revision with the same contents is accepted, and admits nothing.
+  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-t", 1, true)).code, 0);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec, wire::ctx("ws-t", 1)).message, revoked);
+  // Only a newer revision admits again.
+  BOOST_CHECK_EQUAL(c.call("box_put_workspace_entitlement", wire::snapshot("ws-t", 2, true)).code, 0);
+  BOOST_CHECK_EQUAL(c.call("box_exec", exec, wire::ctx("ws-t", 1)).code, 0);
+}
+
 // The first generation a workspace sees sets its fence, in standard mode too.
 BOOST_AUTO_TEST_CASE(a_first_fence_survives_a_restart_in_standard_mode) {
   data_dir dir;
