@@ -352,6 +352,7 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
   std::tie(st.settings.backend_name, st.settings.backend_reason) = st.backend->name_and_reason();
   st.settings.backend_available = false;
   st.settings.unsafe_soft_storage = st.args.unsafe_soft_storage;
+  st.settings.transfer_dir = st.args.transfer_dir;
   // The runtime's end (an exit sent to the directory): the backend's own sandboxes (its
   // warm pool) are torn down on the worker pool, then the exit comes again and the
   // directory quits, so whoever monitors it learns it is down only after that. (A

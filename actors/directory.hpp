@@ -39,6 +39,8 @@ struct directory_args {
   std::shared_ptr<process_registry> processes;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
   bool unsafe_soft_storage = false;
+  /// boxd's transfer folder, kept out of every tenant's mounts ("" = none).
+  std::string transfer_dir;
   /// server.testing: the scripted backend may make admission mode ready (tests only).
   bool testing = false;
   /// Durable admission state (contract §4.11); null keeps it in memory only.

@@ -29,9 +29,11 @@ void submit_start(self_ptr self) {
   auto& st = self->state;
   st.enter(session_state::phase::starting);
   st.start_requested = clock_type::now();
-  auto job = [box = st.box, backend = st.args.backend, spec = st.args.spec, local = st.args.local] {
+  auto job = [box = st.box, backend = st.args.backend, spec = st.args.spec, local = st.args.local,
+              ns = st.args.workspace_ns] {
     start_outcome out;
-    if (auto err = check_spec_mounts(*spec, *local)) {
+    auto fence = make_mount_fence(*local, ns, spec->host_path, {});
+    if (auto err = check_spec_mounts(*spec, *local, &fence)) {
       out.error = std::move(err);
       return out;
     }
@@ -122,15 +124,18 @@ void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_
   st.running_token = st.next_token++;
   st.running_rp = std::move(rp);
   auto job = [box = st.box, backend = st.args.backend, limits = st.args.limits,
-              local = st.args.local, spec = std::move(spec)] {
+              local = st.args.local, ns = st.args.workspace_ns, spec = std::move(spec)] {
     exec_outcome out;
     // Skill mounts may change per exec on a warm session: every exec's mounts pass the
-    // same policy as a start's (allowed roots, denylist), here off the actor thread.
-    if (!spec.extra_mounts.empty())
-      if (auto err = check_spec_mounts(spec, *local)) {
+    // same policy as a start's (allowed roots, denylist, other workspaces' trees), here
+    // off the actor thread.
+    if (!spec.extra_mounts.empty()) {
+      auto fence = make_mount_fence(*local, ns, spec.host_path, {});
+      if (auto err = check_spec_mounts(spec, *local, &fence)) {
         out.error = err;
         return out;
       }
+    }
     auto r = backend->exec(*box->handle, spec, limits);
     if (r)
       out.result = std::move(r.value());

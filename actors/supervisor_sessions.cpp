@@ -237,9 +237,11 @@ void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mou
   }
   on_pool(
     self,
-    [mounts = req.spec.extra_mounts, roots = config(self).local.allowed_mount_roots] {
+    [mounts = req.spec.extra_mounts, roots = config(self).local.allowed_mount_roots,
+     fence = make_mount_fence(config(self).local, self->state.admission->box_ns(), tenant_path(self),
+                              self->state.args.settings->transfer_dir)] {
       mounts_outcome out;
-      auto admitted = admit_read_only_mounts(mounts, roots);
+      auto admitted = admit_read_only_mounts(mounts, roots, fence);
       if (admitted)
         out.mounts = std::move(admitted.value());
       else

@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   rc.testing = cfg.server.testing;
   rc.init_state = cfg.init_state;
   rc.unsafe_soft_storage = cfg.unsafe_soft_storage;
+  rc.transfer_dir = cfg.server.transfer_dir;
   rc.cluster = cfg.cluster;
   // The helpers sit beside boxd in a build folder, in ../libexec/boxrt once installed.
   if (auto dir = own_exe_dir(); ::access((dir + "/boxrt-init").c_str(), X_OK) != 0) {

@@ -243,6 +243,8 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   dargs.pool = parts->pool;
   dargs.processes = parts->processes;
   dargs.unsafe_soft_storage = rc.unsafe_soft_storage;
+  if (!rc.transfer_dir.empty())
+    dargs.transfer_dir = std::filesystem::absolute(rc.transfer_dir).lexically_normal().string();
   parts->snapshot = std::make_shared<settings_snapshot>();
   dargs.snapshot = parts->snapshot;
   dargs.testing = rc.testing;

@@ -39,6 +39,9 @@ struct runtime_config {
   bool init_state = false;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS.
   bool unsafe_soft_storage = false;
+  /// The host application's upload folder (boxd: server.transfer_dir), which no
+  /// tenant's mount may reach ("" = none).
+  std::string transfer_dir;
   /// Where boxrt's helper programs are (boxrt-init, boxrt-watchdog, a bundled nsjail):
   /// "" = beside the executable, as for boxd. An installed tree has them in
   /// `<prefix>/libexec/boxrt` (boxrtConfig.cmake: `boxrt_HELPER_DIR`).

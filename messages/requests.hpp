@@ -130,6 +130,8 @@ struct instance_settings {
   bool probed = false;
   /// LANGBOT_BOX_ALLOW_UNSAFE_SOFT_STORAGE_LIMITS forced the storage checks true.
   bool unsafe_soft_storage = false;
+  /// boxd's transfer folder (`__file_chunk` uploads), which no mount may reach; "" = none.
+  std::string transfer_dir;
 
   friend bool operator==(const instance_settings&, const instance_settings&) = default;
 };

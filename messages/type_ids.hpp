@@ -236,7 +236,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, instance_settings& x) {
   return f(caf::meta::type_name("instance_settings"), x.config,
            x.backend_name, x.backend_available, x.backend_reason, x.backend_report, x.ready,
-           x.admission_mode, x.checks, x.readiness_error, x.probed, x.unsafe_soft_storage);
+           x.admission_mode, x.checks, x.readiness_error, x.probed, x.unsafe_soft_storage,
+           x.transfer_dir);
 }
 
 template <class Inspector>

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <simdjson.h>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -332,6 +333,57 @@ void scenario_ac05_forged_fields_never_reach_the_runtime(const std::string& box,
   BOOST_CHECK_EQUAL(num(parse(p, st.data_json), "active_sessions"), 0);
 }
 
+/// A tenant's read-only mount never reaches another tenant's tree, the tenants folder,
+/// boxd's state or the transfer folder, whether the path exists or not; the tenant's own
+/// published revision still mounts. Before, workspace A printed B's secret.txt.
+void scenario_ac06_no_workspace_mounts_anothers_tree(const std::string& box, const std::string& backend) {
+  namespace fs = std::filesystem;
+  boxd_process boxd{box, server_for(backend)};
+  auto c = connect(boxd);
+  for (auto ws : {"workspace-a", "workspace-b"})
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot(ws, 1, true)).code, 0);
+  BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"global","cmd":"echo b-secret > /workspace/secret.txt"})",
+                             ctx("workspace-b")).code, 0);
+  const auto dir = fs::canonical(boxd.dir()).string();
+  const auto root = dir + "/box", tenants = root + "/default/tenants";
+  const auto tree_b = tenants + "/ws-3d33e390c753bc9a7d42416b";
+  const std::string hex(64, 'a');
+  auto exec = [&](const std::string& source, const std::string& manifest) {
+    return c.call("box_exec",
+                  R"({"session_id":"global","cmd":"cat /opt/langbot-artifacts/)" + hex + R"(/secret.txt",)"
+                    R"("extra_mounts":[{"host_path":")" + source + R"(","mount_path":"/opt/langbot-artifacts/)" + hex
+                    + R"(","mode":"ro","content_digest":"sha256:)" + hex + R"(","manifest_path":")" + manifest
+                    + R"("}]})",
+                  ctx("workspace-a"));
+  };
+  const std::string refused = "BoxAdmissionError: Managed sandbox read-only mount is unavailable to this Workspace";
+  const std::pair<std::string, std::string> attempts[] = {
+    {tree_b, tree_b + "/secret.txt"},          // the reported attack
+    {tree_b, tree_b + "/missing.txt"},         // the same reply for a file that is not there
+    {tree_b + "/nope", tree_b + "/nope.json"}, // and for a folder that is not there
+    {tenants, tree_b + "/secret.txt"},         // every tenant at once
+    {root + "/state", root + "/state/admission.sqlite"},
+    {dir + "/data/temp/lbp", dir + "/data/temp/lbp/x"},
+  };
+  for (const auto& [source, manifest] : attempts) {
+    auto r = exec(source, manifest);
+    BOOST_CHECK_EQUAL(r.code, 1);
+    BOOST_CHECK_MESSAGE(r.message == refused, source << ": " << r.message);
+    BOOST_CHECK(r.data_json.find("b-secret") == std::string::npos);
+  }
+  // A's own published revision (LangBot 4.11's layout) mounts, read-only.
+  const auto rev = root + "/skills/tenants/ws-695136eeae1cb9b6af4a8226/.langbot-skill-store/revisions/" + hex;
+  fs::create_directories(rev + "/package");
+  std::ofstream{rev + "/package/secret.txt"} << "a-artifact\n";
+  std::ofstream{rev + "/manifest.json"} << "{}";
+  auto ok = exec(rev + "/package", rev + "/manifest.json");
+  BOOST_REQUIRE_MESSAGE(ok.code == 0, ok.message);
+  if (backend != "scripted") {
+    simdjson::dom::parser p;
+    BOOST_CHECK_EQUAL(str(parse(p, ok.data_json), "stdout"), "a-artifact");
+  }
+}
+
 /// AC-04: Cloud skills, on real sandboxes.
 void scenario_ac04_cloud_skills(const std::string& box) {
   boxd_process boxd{box, token_config};
@@ -443,6 +495,7 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scena
 BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_box, "scripted"); }
 BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_box, "scripted"); }
 BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_box, "scripted"); }
+BOOST_AUTO_TEST_CASE(ac06_no_workspace_mounts_anothers_tree) { scenario_ac06_no_workspace_mounts_anothers_tree(admission_box, "scripted"); }
 
 BOOST_AUTO_TEST_SUITE_END()
 
@@ -454,6 +507,7 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scena
 BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_bwrap_box, "bwrap"); }
+BOOST_AUTO_TEST_CASE(ac06_no_workspace_mounts_anothers_tree) { scenario_ac06_no_workspace_mounts_anothers_tree(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_bwrap_box); }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -466,6 +520,7 @@ BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scena
 BOOST_AUTO_TEST_CASE(ac02_entitlement_loss_revokes_and_closes) { scenario_ac02_entitlement_loss_revokes_and_closes(admission_nsjail_box, "nsjail"); }
 BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_workspaces_are_isolated(admission_nsjail_box, "nsjail"); }
 BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_nsjail_box, "nsjail"); }
+BOOST_AUTO_TEST_CASE(ac06_no_workspace_mounts_anothers_tree) { scenario_ac06_no_workspace_mounts_anothers_tree(admission_nsjail_box, "nsjail"); }
 BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_nsjail_box); }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -80,6 +80,12 @@ class Boxd:
         self.host_root = os.path.join(self.dir, "box")
         self.default_workspace = os.path.join(self.host_root, "default")
         os.makedirs(self.default_workspace)
+        # BOXRT_HOST_SKILLS_ROOT=outside: LangBot's skills.root, an absolute path outside
+        # host_root (boxd never receives it: its mount rules go by the revisions' layout).
+        self.skills_root = None
+        if os.environ.get("BOXRT_HOST_SKILLS_ROOT") == "outside":
+            self.skills_root = os.path.join(self.dir, "skills-elsewhere")
+            os.makedirs(self.skills_root)
         box = {"backend": backend, "local": self.local()}
         if cloud:
             box["admission"] = ADMISSION
@@ -110,8 +116,13 @@ class Boxd:
         return {
             "host_root": self.host_root,
             "default_workspace": self.default_workspace,
-            "allowed_mount_roots": [self.host_root],
+            "allowed_mount_roots": [self.host_root] + ([self.skills_root] if self.skills_root else []),
         }
+
+    def host_skills_root(self) -> str:
+        """Where LangBot 4.11's SkillRepository keeps its store: skills.root when set,
+        else its default, <host_root>/skills."""
+        return self.skills_root or os.path.join(self.host_root, "skills")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -165,9 +176,10 @@ class Workspaces:
 def make_app(boxd: Boxd, provider: Entitlements):
     """The app object (the test double). BoxService takes its mode from
     deployment.multi_workspace_enabled alone: True is Cloud (admission, the global
-    session, the policy), False is the standard single-Workspace mode. No skills.root:
-    4.11's SkillRepository then keeps its store under box.local.host_root/skills, its
-    default, the same host_root boxd has."""
+    session, the policy), False is the standard single-Workspace mode. No skills.root
+    unless the run asks for one outside host_root (Boxd.skills_root): 4.11's
+    SkillRepository then keeps its store under box.local.host_root/skills, its default,
+    the same host_root boxd has."""
     box = {
         "enabled": True,
         "backend": boxd.backend,
@@ -178,6 +190,8 @@ def make_app(boxd: Boxd, provider: Entitlements):
     if boxd.cloud:
         box["admission"] = dict(ADMISSION)
     config = {"box": box, "system": {"limitation": {}}}
+    if boxd.skills_root:
+        config["skills"] = {"root": boxd.skills_root}
     return types.SimpleNamespace(
         logger=logging.getLogger("langbot"),
         instance_config=types.SimpleNamespace(data=config),

@@ -1,7 +1,8 @@
 """LangBot 4.11.2 in Cloud mode on real nsjail: what its own host does with skills and
 what it reads back about capacity and storage. The skill is published through the
 host's own SkillRepository (the SDK's SkillStore) at its default root,
-<box host_root>/skills, the same host_root boxd has; activated the way the host's
+<box host_root>/skills, the same host_root boxd has (or, in the second run, at a
+skills.root outside host_root); activated the way the host's
 `activate` tool records it; and reaches the sandbox only as the read-only,
 content-addressed mount the host composes (build_execution_mounts) on the Runner's
 acquire and on every exec of the native tool."""
@@ -60,7 +61,7 @@ def mount_options(mountinfo: str, target: str) -> set[str]:
     raise AssertionError(f"{target} is not a mount point:\n{mountinfo}")
 
 
-async def test_the_host_skill_store_is_unchanged_after_a_box_starts(service, entitlements):
+async def test_the_host_skill_store_is_unchanged_after_a_box_starts(service, entitlements, boxd):
     """The host's default skill root is <host_root>/skills/tenants/ws-…, the very folder
     boxd once covered with its own skill-storage image while a session existed: the
     published revision must stay listed and readable on the host once a Box runs."""
@@ -68,7 +69,7 @@ async def test_the_host_skill_store_is_unchanged_after_a_box_starts(service, ent
     repository = skill_repository(service.ap)
     snapshot = await publish_skill(repository, "workspace-a")
     store = repository.storage_root(context("workspace-a"))
-    assert store.startswith(os.path.join(service.host_root, "skills", "tenants", "ws-"))
+    assert store.startswith(os.path.join(boxd.host_skills_root(), "tenants", "ws-"))
     assert snapshot["package_root"].startswith(store + "/.langbot-skill-store/revisions/")
     # A Box starts for the Workspace (no skill activated in this run).
     await bind_box(service, query("workspace-a"))
