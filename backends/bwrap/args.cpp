@@ -12,7 +12,9 @@ std::vector<std::string> bwrap_args(const args_input& in) {
   // Every namespace, the network one too: `network: on` gets a stack of its own
   // attached to it (netstack), never the host's network.
   add({"--unshare-all", "--unshare-user", "--disable-userns"});
-  add({"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"});
+  // boxrt-init is the sandbox's pid 1 (its reaper, not dumpable), as under nsjail;
+  // bwrap's own process stays outside the sandbox's pid namespace.
+  add({"--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "sandbox"});
   add({"--info-fd", std::to_string(child_info_fd)});
   // Merged /usr: /bin and friends are symlinks on the host and stay symlinks here.
   for (auto& p : system_paths())
@@ -20,6 +22,8 @@ std::vector<std::string> bwrap_args(const args_input& in) {
   if (in.network)
     add({"--file", std::to_string(child_resolv_fd), "/etc/resolv.conf"});
   add({"--proc", "/proc", "--dev", "/dev"});
+  for (auto& f : hidden_proc_files())
+    add({"--ro-bind", "/dev/null", f});
   // Host sources arrive staged at <stage>/<n> (see launch), in this order.
   int n = 0;
   auto staged = [&] { return in.stage_root + "/" + std::to_string(n++); };

@@ -1,7 +1,9 @@
 // boxrt-init: the process that keeps a warm sandbox alive. It runs inside the sandbox
 // (already in its namespaces, as the unprivileged sandbox uid, under the seccomp filter
-// that bwrap applied, or that it applies itself first under nsjail, where it is also
-// the reaper of the pid namespace and serves as that reaper's child), reads exec requests on stdin and answers on stdout (backends/init/init_protocol.hpp).
+// that bwrap applied, or that it applies itself first under nsjail). It starts as the
+// sandbox's pid 1 on both drivers, stays there as the pid namespace's reaper and serves
+// as that reaper's child (pid 2): it reads exec requests on stdin and answers on stdout
+// (backends/init/init_protocol.hpp).
 // Per exec it creates and enters the workdir itself, forks `/bin/sh -c CMD` in a process
 // group of its own, collects both output streams (capped as it reads) and the exit
 // status, then kills whatever the command left running in its group. It also starts
@@ -489,8 +491,8 @@ bool install_seccomp() {
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }
 
-/// As pid 1 of the sandbox (nsjail): forks the init that serves the host and stays
-/// behind as the namespace's reaper, as bwrap's own reaper does. It holds no
+/// As pid 1 of the sandbox (both drivers): forks the init that serves the host and stays
+/// behind as the namespace's reaper. It holds no
 /// descriptor, has no signal handler (so nothing inside can signal it: the kernel
 /// drops such signals to a namespace's init) and exits with the serving init's status,
 /// which ends the namespace. Returns in the serving child only.
@@ -518,12 +520,14 @@ int main(int argc, char** argv) {
   // (init's pipes to the host) nor read its memory; the seccomp filter refuses the
   // rest (signals, pidfd_getfd, ptrace). Children undo this right before they exec.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (argc > 1 && std::string{argv[1]} == proto::seccomp_flag) {
-    if (!install_seccomp())
-      return 3;
-    if (::getpid() == 1)
-      become_reaper_parent();
-  }
+  if (argc > 1 && std::string{argv[1]} == proto::seccomp_flag && !install_seccomp())
+    return 3;
+  // The sandbox's pid 1 on both drivers (bwrap --as-pid-1, nsjail): fork the serving
+  // init (pid 2) and stay behind as the reaper. Both are not dumpable (inherited on
+  // fork), so a command of the same uid can open neither's /proc files (mem, syscall,
+  // oom_score_adj): bwrap's own reaper, which it replaces, was dumpable.
+  if (::getpid() == 1)
+    become_reaper_parent();
   ::signal(SIGPIPE, SIG_IGN);
   note_ignored_signals();
   // The host's channel arrives above stdio (see init_protocol::channel_in).
@@ -533,9 +537,8 @@ int main(int argc, char** argv) {
     ::close(proto::channel_in);
     ::close(proto::channel_out);
   }
-  // Orphans of earlier execs are reaped by the sandbox's pid 1 (bwrap's, or ours
-  // above); our managed
-  // children by us, on SIGCHLD (children unblock it again).
+  // Orphans of earlier execs are reaped by the sandbox's pid 1 (the reaper above); our
+  // managed children by us, on SIGCHLD (children unblock it again).
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);

@@ -42,15 +42,16 @@
 namespace boxrt::init_protocol {
 
 /// Where init finds its channel to the host when it starts: requests on `channel_in`,
-/// replies on `channel_out`. Not its stdio: the sandbox's reaper (pid 1, dumpable, the
-/// commands' uid) keeps its own 0-2 for life, and a command could open those through
-/// /proc/1/fd. Descriptors above 2 go to init alone. init moves them to 0 and 1.
+/// replies on `channel_out`. Not its stdio, which the driver gives pid 1 (init's reaper,
+/// which closes every descriptor): descriptors above 2 go to init alone. init moves them
+/// to 0 and 1.
 inline constexpr int channel_in = 8;
 inline constexpr int channel_out = 9;
 
 /// Where init finds the seccomp program (raw BPF, as bwrap's --seccomp takes it) when
 /// it is started with `--seccomp-fd` (nsjail, which cannot apply a BPF program itself):
-/// init then installs it, becomes the reaper of its pid namespace and runs as its child.
+/// init then installs it (and, as on bwrap, becomes the reaper of its pid namespace and
+/// runs as its child).
 inline constexpr int seccomp_fd = 10;
 inline constexpr const char* seccomp_flag = "--seccomp-fd";
 

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/netlink.h>
 #include <linux/sockios.h>
 
 #include <array>
@@ -36,6 +37,9 @@ constexpr auto eperm_syscalls = std::to_array<std::string_view>({
   "process_vm_writev", "acct",         "quotactl",      "syslog",
   "iopl",            "ioperm",         "lookup_dcookie", "vhangup",
   "personality",
+  // Per-process segment descriptors: a 16-bit-code surface with a history of kernel
+  // bugs that no 64-bit command needs.
+  "modify_ldt",
   // Reaching into another process of the same uid (boxrt-init above all): its
   // descriptors, its identity, and signals by descriptor (a pidfd or a /proc/<pid>
   // directory, which the pid rules below cannot see).
@@ -54,9 +58,9 @@ constexpr raw_syscall late_syscalls[] = {
   {"fchmodat2", 452}, // the same number on x86_64 and the asm-generic architectures
 };
 
-/// Processes of the sandbox that its commands must not signal: pid 1 (bwrap's reaper,
-/// which leads the sandbox's session and process group) and pid 2 (boxrt-init, in that
-/// group). As pids, as process groups (negative; -1 is also every process the caller
+/// Processes of the sandbox that its commands must not signal: pid 1 (boxrt-init's
+/// reaper, which leads the sandbox's session and process group) and pid 2 (the serving
+/// boxrt-init, in that group), the same layout on both drivers. As pids, as process groups (negative; -1 is also every process the caller
 /// may signal) and as owners of F_SETOWN.
 constexpr int protected_pids[] = {1, 2};
 constexpr uint32_t as_u32(int v) { return static_cast<uint32_t>(v); }
@@ -172,6 +176,14 @@ std::string add_argument_rules(scmp_filter_ctx ctx) {
   // isolate it.
   rule(EAFNOSUPPORT, "socket", {low32_eq(0, AF_VSOCK)});
   rule(EAFNOSUPPORT, "socketpair", {low32_eq(0, AF_VSOCK)});
+  // Netlink: only NETLINK_ROUTE (ip) and NETLINK_SOCK_DIAG (ss). The protocol is an int,
+  // so any 64-bit value above NETLINK_SOCK_DIAG covers every low half above it (and a
+  // negative one), and 1-3 are refused one by one.
+  static_assert(NETLINK_ROUTE == 0 && NETLINK_SOCK_DIAG == 4);
+  rule(EPROTONOSUPPORT, "socket",
+       {low32_eq(0, AF_NETLINK), scmp_arg_cmp{2, SCMP_CMP_GT, NETLINK_SOCK_DIAG, 0}});
+  for (uint32_t proto = NETLINK_ROUTE + 1; proto < NETLINK_SOCK_DIAG; ++proto)
+    rule(EPROTONOSUPPORT, "socket", {low32_eq(0, AF_NETLINK), low32_eq(2, proto)});
   // No set-uid or set-gid file, ever: such a file would lend the workspace's uid (or
   // the host group) to any local user who can run it.
   for (uint32_t bit : {uint32_t{S_ISUID}, uint32_t{S_ISGID}}) {

@@ -18,7 +18,10 @@ std::vector<std::string> nsjail_args(const args_input& in) {
   auto id = std::to_string(in.uid);
   add({"--mode", "o", "--quiet", "--log_fd", "2", "--time_limit", "0", "--disable_rlimits"});
   // nsjail's default niceness is 19; bwrap's sandboxes run at boxd's own.
-  add({"--hostname", "sandbox", "--cwd", "/", "--proc_rw", "--nice_level", "0"});
+  // procfs mounted in this list's order (nsjail's own --proc_rw comes after every other
+  // mount and would cover the files hidden below).
+  add({"--hostname", "sandbox", "--cwd", "/", "--disable_proc", "--mount", "none:/proc:proc:rw",
+       "--nice_level", "0"});
   add({"--user", id + ":" + id + ":1", "--group", id + ":" + id + ":1"});
   add({"--pass_fd", std::to_string(init_protocol::channel_in), "--pass_fd",
        std::to_string(init_protocol::channel_out), "--pass_fd", std::to_string(init_protocol::seccomp_fd)});
@@ -32,6 +35,8 @@ std::vector<std::string> nsjail_args(const args_input& in) {
   }
   if (in.network)
     bind(false, in.stage_root + "/" + staged_resolv, "/etc/resolv.conf");
+  for (auto& f : hidden_proc_files())
+    bind(false, "/dev/null", f);
   // The launcher's /dev: device binds on a read-only tmpfs (bwrap's --dev, then
   // --remount-ro); the bounded /dev/shm comes below, from the sources.
   bind(false, in.stage_root + "/" + staged_dev, "/dev");

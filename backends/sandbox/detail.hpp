@@ -137,6 +137,11 @@ struct system_path {
 /// them (missing ones left out).
 std::vector<system_path> system_paths();
 
+/// Files of the host's /proc that reveal the host and that no command needs: each is
+/// covered with /dev/null inside every sandbox (missing ones left out). Host-wide figures
+/// that stay visible by design are listed in docs/sandbox.md's threat model.
+std::vector<std::string> hidden_proc_files();
+
 /// The argument lists of the two drivers (backends/bwrap/args.cpp, backends/nsjail/args.cpp).
 /// `stage_root`: where the launcher stages the host sources (<stage>/<n>).
 struct args_input {

@@ -3,7 +3,7 @@
 // launcher thread and boxrt-init's handshake. bwrap and nsjail differ only where this
 // file says so: bwrap's launcher drops to the sandbox uid and bwrap applies seccomp;
 // nsjail runs as root, maps the uid itself, takes a /dev the launcher builds, and
-// boxrt-init applies seccomp and reaps as the jail's pid 1.
+// boxrt-init applies seccomp. On both, boxrt-init is the sandbox's pid 1 and its reaper.
 #include "backends/sandbox/detail.hpp"
 
 namespace boxrt {
@@ -246,7 +246,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       return make_box_error(ec::validation, "mount paths must not contain ':' on the nsjail backend");
   }
   // bwrap takes its options from a descriptor (--args) and the command from its command
-  // line, so /proc/<pid>/cmdline inside (bwrap's reaper) shows none of boxd's paths.
+  // line, so no /proc/<pid>/cmdline (bwrap stays outside the sandbox's pid namespace
+  // with --as-pid-1, and its ps shows on the host) carries boxd's paths.
   // nsjail stays outside the sandbox's pid namespace: its command line is the host's.
   std::string packed;
   for (size_t i = 1; i + 1 < args.size() && !nsjail; ++i) {
@@ -410,8 +411,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("sandbox launcher: cannot tie nsjail to boxd");
     }
-    // What the child keeps is exactly its stdio (nothing: the sandbox's reaper keeps it
-    // for life), bwrap's errors and the handed descriptors, init's channel among them;
+    // What the child keeps is exactly its stdio (nothing: init's reaper closes it),
+    // bwrap's errors and the handed descriptors, init's channel among them;
     // everything else is closed before the descriptor limit is lowered.
     // /dev/null above every target number, so no dup2 below replaces it.
     int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD_CLOEXEC, 16);
@@ -457,8 +458,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
                                        : "it exited at start";
     return make_box_error(ec::box_error, s.driver + " could not start the sandbox: " + why);
   }
-  // bwrap wrote the sandbox's first pid to the info descriptor before init ran; nsjail's
-  // one child is the jail's pid 1. Either is taken by pidfd and checked alive after.
+  // bwrap wrote the sandbox's pid 1 (init, --as-pid-1) to the info descriptor before
+  // init ran; nsjail's one child is the jail's pid 1. Either is taken by pidfd and checked alive after.
   s.ns_pid = nsjail ? only_child_of(pid) : child_pid_of(read_available(info_read.get()));
   if (s.ns_pid > 0)
     s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
@@ -469,8 +470,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     if (!s.ns_pidfd || !s.mnt_ns || s.died())
       return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
   }
-  // bwrap's errors matter only while it starts; a command could write to that pipe
-  // later (through bwrap's reaper's /proc/1/fd/2). nsjail keeps its end: it may log
+  // bwrap's errors matter only while it starts. nsjail keeps its end: it may log
   // (quietly, a few lines) until it exits, and a closed pipe would kill it with SIGPIPE.
   // Nothing inside can reach that pipe: the jail's pid 1 holds no descriptor and init
   // is not dumpable.

@@ -79,8 +79,8 @@ struct sandbox_options {
   /// cgroup root (v2 when it delegates memory, pids and cpu, else v1 hierarchies under
   /// it); "" = no cgroups (then RLIMIT_NPROC with a uid per session).
   std::string cgroup_root = "/sys/fs/cgroup";
-  /// Processes of the sandbox itself (bwrap twice, boxrt-init; nsjail, the reaper,
-  /// boxrt-init) added to pids_limit.
+  /// Processes of the sandbox itself (bwrap or nsjail outside, init's reaper and init
+  /// inside) added to pids_limit.
   int64_t pids_overhead = 3;
   /// How long a sandbox may take to report ready.
   int start_timeout_ms = 15000;
@@ -130,8 +130,8 @@ class sandbox_backend : public backend {
   /// A session's I/O caps as its cgroup reads them back ("" when it has none).
   std::string io_limits(const backend_session& session) const;
 
-  /// The host pid of the sandbox's first process (the reaper, pid 1 inside: bwrap's, or
-  /// boxrt-init's own under nsjail; init is its child), or -1. It changes when a dead
+  /// The host pid of the sandbox's first process (boxrt-init's reaper, pid 1 inside, on
+  /// both drivers; the serving init is its child), or -1. It changes when a dead
   /// sandbox is replaced.
   pid_t sandbox_pid(const backend_session& session) const;
 

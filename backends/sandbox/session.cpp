@@ -111,6 +111,16 @@ std::vector<system_path> system_paths() {
   return out;
 }
 
+std::vector<std::string> hidden_proc_files() {
+  std::vector<std::string> out;
+  std::error_code err;
+  // The kernel's build configuration: which hardening and drivers the host has.
+  for (const char* f : {"/proc/config.gz"})
+    if (fs::exists(f, err))
+      out.emplace_back(f);
+  return out;
+}
+
 pid_t only_child_of(pid_t pid) {
   auto path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
   std::ifstream in{path};

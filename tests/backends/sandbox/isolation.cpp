@@ -32,7 +32,7 @@ namespace {
 
 #if defined(__x86_64__)
 /// Python run as a command: tries every way a command has to reach the sandbox's own
-/// processes (pid 1, bwrap's reaper; pid 2, boxrt-init) and prints "name RESULT", RESULT
+/// processes (pid 1, init's reaper; pid 2, boxrt-init) and prints "name RESULT", RESULT
 /// being OK or the errno name. Signal 0 only checks permission, so nothing is harmed
 /// where a call gets through.
 const std::string reach_init_probe = R"(
@@ -88,12 +88,38 @@ call('setpgid_into_init_group', 109, 0, group)
 call('prlimit_init', 302, target, 7, 0, 0)
 call('setpriority_init', 141, 0, target, 19)
 for fd in (0, 1, 2):
-    # The reaper keeps its stdio for life: none of it may lead to the host's channel.
+    # Nothing of the reaper's may lead to the host's channel.
     try:
         link = os.readlink('/proc/1/fd/%d' % fd)
+        link = 'pipe' if link.startswith('pipe:') else 'other'
     except OSError as e:
         link = 'unreadable'
-    print('reaper_fd%d' % fd, 'pipe' if link.startswith('pipe:') else 'other', flush=True)
+    print('reaper_fd%d' % fd, link, flush=True)
+# pid 1 and init: their memory (read-write), their syscall state and their OOM score.
+for label, pid in (('reaper', int(os.environ.get('REAPER', '1'))), ('init', target)):
+    try:
+        os.close(os.open('/proc/%d/mem' % pid, os.O_RDWR))
+        report('mem_rw_' + label, 0)
+    except OSError as e:
+        report('mem_rw_' + label, e.errno)
+    try:
+        with open('/proc/%d/syscall' % pid) as f:
+            f.read()
+        report('syscall_' + label, 0)
+    except OSError as e:
+        report('syscall_' + label, e.errno)
+    try:
+        with open('/proc/%d/oom_score_adj' % pid) as f:
+            score = f.read()
+    except OSError:
+        score = '0'
+    try:
+        fd = os.open('/proc/%d/oom_score_adj' % pid, os.O_WRONLY)
+        os.write(fd, score.strip().encode())   # its own value back: harmless where it gets in
+        os.close(fd)
+        report('oom_score_adj_' + label, 0)
+    except OSError as e:
+        report('oom_score_adj_' + label, e.errno)
 for name, path, flags in (('open_init_stdout', '/proc/%d/fd/1' % target, os.O_WRONLY),
                           ('open_init_stdin', '/proc/%d/fd/0' % target, os.O_WRONLY),
                           ('open_init_environ', '/proc/%d/environ' % target, os.O_RDONLY),
@@ -129,6 +155,23 @@ try:
     report('socket_vsock', 0)
 except OSError as e:
     report('socket_vsock', e.errno)
+ldt = ctypes.create_string_buffer(16)
+call('modify_ldt', 154, 0, ldt, 16)
+# AF_NETLINK: route (ip) and sock_diag (ss) stay; the rest is surface.
+for name, proto in (('route', 0), ('usersock', 2), ('firewall', 3), ('sock_diag', 4),
+                    ('nflog', 5), ('xfrm', 6), ('audit', 9), ('netfilter', 12),
+                    ('uevent', 15), ('generic', 16), ('crypto', 21)):
+    try:
+        socket.socket(16, socket.SOCK_RAW, proto).close()
+        report('netlink_' + name, 0)
+    except OSError as e:
+        report('netlink_' + name, e.errno)
+if os.path.exists('/proc/config.gz') or os.environ.get('EXPECT_CONFIG'):
+    try:
+        with open('/proc/config.gz', 'rb') as f:
+            print('config_gz', 'OK' if f.read(2) == b'\x1f\x8b' else 'EMPTY', flush=True)
+    except OSError as e:
+        report('config_gz', e.errno)
 d = tempfile.mkdtemp(dir=os.environ.get('SCRATCH', '/tmp'))
 f = os.path.join(d, 'plant')
 open(f, 'w').close()
@@ -193,7 +236,7 @@ BOOST_FIXTURE_TEST_CASE(a_command_can_neither_signal_nor_reach_init, sandbox_fix
   auto s = spec("reach-init");
   auto session = start(s);
   auto report = report_lines(run(*session, s, python_cmd(reach_init_probe)).stdout_text);
-  // bwrap's reaper leads the sandbox's session and process group, init is in it: its
+  // init's reaper leads the sandbox's session and process group, init is in it: its
   // group is 1, which kill() can only reach as -1, every process.
   BOOST_TEST(report["pgid_of_init"] == "1");
   for (const char* name : {"kill_init", "kill_reaper", "kill_init_group", "kill_everyone", "tkill_init",
@@ -203,12 +246,20 @@ BOOST_FIXTURE_TEST_CASE(a_command_can_neither_signal_nor_reach_init, sandbox_fix
                            "process_vm_readv_self", "ptrace_seize_init", "setpgid_into_init_group", "prlimit_init",
                            "setpriority_init"})
     BOOST_TEST(report[name] == "EPERM", name << ": " << report[name]);
-  // The reaper's stdio is /dev/null; only bwrap's error pipe is a pipe there.
-  BOOST_TEST(report["reaper_fd0"] == "other");
-  BOOST_TEST(report["reaper_fd1"] == "other");
-  // init is not dumpable: its pipes to the host and its memory stay closed.
-  for (const char* name : {"open_init_stdout", "open_init_stdin", "open_init_environ", "open_init_mem"})
+  // pid 1 is init's reaper on both drivers, not dumpable: none of its descriptors can
+  // even be looked at.
+  for (const char* name : {"reaper_fd0", "reaper_fd1", "reaper_fd2"})
+    BOOST_TEST(report[name] == "unreadable", name << ": " << report[name]);
+  // Neither init nor its reaper is dumpable: their pipes to the host, their memory,
+  // their syscall state and their OOM score stay closed (before, bwrap's own reaper was
+  // pid 1 and dumpable: /proc/1/mem opened read-write, oom_score_adj was written).
+  for (const char* name : {"open_init_stdout", "open_init_stdin", "open_init_environ", "open_init_mem",
+                           "mem_rw_reaper", "syscall_reaper", "oom_score_adj_reaper", "mem_rw_init",
+                           "syscall_init", "oom_score_adj_init"})
     BOOST_TEST(report[name] == "EACCES", name << ": " << report[name]);
+  // The layout the filter's pid rules rely on: the reaper is pid 1, init pid 2.
+  BOOST_TEST(run(*session, s, "head -c 12 /proc/1/cmdline; echo; head -c 12 /proc/2/cmdline").stdout_text
+             == "/.boxrt/init\n/.boxrt/init");
   // The session is still served.
   BOOST_TEST(run(*session, s, "echo alive").stdout_text == "alive");
   backend->stop_session(*session);
@@ -217,10 +268,11 @@ BOOST_FIXTURE_TEST_CASE(a_command_can_neither_signal_nor_reach_init, sandbox_fix
 BOOST_AUTO_TEST_CASE(control_the_reach_probes_get_through_without_the_sandbox) {
   // Aimed at a child of our own uid (the probe's own shell), without filter or dumpable
   // guard: the same calls succeed, so the probe above can fail.
-  auto report = report_lines(run_on_host(reach_init_probe, "TARGET=$$"));
+  auto report = report_lines(run_on_host(reach_init_probe, "TARGET=$$ REAPER=$$"));
   for (const char* name : {"kill_init", "tkill_init", "tgkill_init", "pidfd_open_init", "pidfd_send_signal_procdir",
                            "fcntl_setown_init", "ioctl_fiosetown_init", "pidfd_getfd_self", "kcmp_self",
-                           "process_vm_readv_self", "open_init_environ"})
+                           "process_vm_readv_self", "open_init_environ", "mem_rw_reaper", "syscall_reaper",
+                           "oom_score_adj_reaper", "mem_rw_init", "syscall_init", "oom_score_adj_init"})
     BOOST_TEST(report[name] == "OK", name << ": " << report[name]);
 }
 
@@ -257,6 +309,21 @@ BOOST_FIXTURE_TEST_CASE(io_uring_vsock_memfd_secret_and_openat2_are_refused, san
   BOOST_TEST(report["memfd_secret"] == "EPERM");
   BOOST_TEST(report["socket_vsock"] == "EAFNOSUPPORT");
   BOOST_TEST(report["openat2"] == "ENOSYS");
+  BOOST_TEST(report["modify_ldt"] == "EPERM");
+  BOOST_TEST(report["netlink_route"] == "OK");
+  BOOST_TEST(report["netlink_sock_diag"] == "OK");
+  for (const char* name : {"netlink_usersock", "netlink_firewall", "netlink_nflog", "netlink_xfrm",
+                           "netlink_audit", "netlink_netfilter", "netlink_uevent", "netlink_generic",
+                           "netlink_crypto"})
+    BOOST_TEST(report[name] == "EPROTONOSUPPORT", name << ": " << report[name]);
+  // The kernel's build configuration stays the host's own.
+  if (fs::exists("/proc/config.gz"))
+    BOOST_TEST((report["config_gz"] == "EACCES" || report["config_gz"] == "EMPTY"),
+               "config_gz: " << report["config_gz"]);
+  // ip and ss keep working on the sandbox's own namespace.
+  auto tools = run(*session, s, "ip -o link show lo >/dev/null && echo ip-ok; "
+                                "ss -tan >/dev/null && echo ss-ok");
+  BOOST_TEST(tools.stdout_text == "ip-ok\nss-ok", tools.stdout_text << tools.stderr_text);
   backend->stop_session(*session);
 }
 
@@ -277,8 +344,11 @@ BOOST_AUTO_TEST_CASE(control_the_refused_calls_work_without_the_filter) {
   testing::temp_dir scratch;
   auto report = report_lines(run_on_host(refused_calls_probe, "SCRATCH=" + scratch.str()));
   for (const char* name : {"io_uring_setup", "openat2", "chmod_setuid", "chmod_setgid", "fchmod_setuid",
-                           "fchmodat_setgid", "fchmodat2_setuid", "open_creat_setuid", "mknod_setgid"})
+                           "fchmodat_setgid", "fchmodat2_setuid", "open_creat_setuid", "mknod_setgid",
+                           "modify_ldt", "netlink_audit", "netlink_uevent", "netlink_generic"})
     BOOST_TEST(report[name] == "OK", name << ": " << report[name]);
+  if (fs::exists("/proc/config.gz"))
+    BOOST_TEST(report["config_gz"] == "OK");
   BOOST_TEST(report["special_bits"] != "0");
 }
 
