@@ -76,8 +76,16 @@ std::string read_available(int fd) {
 
 void hand_over(int fd, uint32_t uid, uint32_t gid, const std::string& shown, int64_t host_gid) {
   struct stat st{};
-  if (::fstat(fd, &st) == 0 && st.st_uid == uid && st.st_gid == gid)
+  if (::fstat(fd, &st) == 0 && st.st_uid == uid && st.st_gid == gid) {
+    // Handed over before, or the root of a quota image that mkfs made the uid's: the
+    // contents are the uid's already, but the top's mode and ACLs are set on every
+    // mount, since an image's root starts as 0755 with none and a mount hides the
+    // folder below it (which has them).
+    if (host_gid >= 0)
+      if (auto e = beneath::grant_group(fd, static_cast<uint32_t>(host_gid), true); e != 0)
+        spdlog::warn("sandbox: cannot close {} to other users: {}", shown, std::strerror(e));
     return;
+  }
   if (auto e = beneath::hand_over(fd, uid, gid, host_gid); e != 0)
     spdlog::warn("sandbox: cannot hand {} over to uid {}: {}", shown, uid, std::strerror(e));
 }

@@ -434,40 +434,71 @@ int try_append(const std::string& path) {
 
 constexpr uint32_t nobody = 65534;
 
+/// A mount's root: a device other than its parent's.
+bool is_mount_point(const std::string& path) {
+  struct stat here{}, up{};
+  return ::stat(path.c_str(), &here) == 0 && ::stat((path + "/..").c_str(), &up) == 0
+         && here.st_dev != up.st_dev;
+}
+
 } // namespace
 
+// Plain trees and trees on a quota image alike (an image's root starts as mkfs leaves
+// it, 0755 with no ACL: before, `nobody` read a tenant's files there), on first use and
+// again after a restart remounts the image.
 BOOST_FIXTURE_TEST_CASE(each_workspace_runs_as_its_own_uid_and_its_tree_is_closed_to_other_users, sandbox_fixture) {
   // The trusted host's group keeps access; everyone else is shut out.
   opts.host_gid = 4242;
   make_backend();
-  auto a_path = tenant("a11a11a11a11a11a11a11a11"), b_path = tenant("b22b22b22b22b22b22b22b22");
   // Every folder above the tenant trees is open to all: only the trees' own
   // permissions can keep another user out.
   fs::create_directories(root + "/workspaces/tenants");
   for (auto dir : {root, root + "/workspaces", root + "/workspaces/tenants"})
     ::chmod(dir.c_str(), 0755);
-  auto a = spec("uid-a", a_path), b = spec("uid-b", b_path);
-  auto sa = start(a), sb = start(b);
-  auto uid_a = run(*sa, a, "id -u; echo secret > /workspace/a.txt; umask 022; echo open > /workspace/open.txt").stdout_text;
-  auto uid_b = run(*sb, b, "id -u").stdout_text;
-  BOOST_TEST(uid_a != uid_b);
-  BOOST_TEST(uid_a == std::to_string(backend->sandbox_uid(*sa)));
-  struct stat st{};
-  BOOST_REQUIRE(::stat((a_path + "/a.txt").c_str(), &st) == 0);
-  BOOST_TEST(st.st_uid == backend->sandbox_uid(*sa));
-  BOOST_REQUIRE(::stat(a_path.c_str(), &st) == 0);
-  BOOST_TEST(st.st_uid == backend->sandbox_uid(*sa));
-  BOOST_TEST((st.st_mode & 07) == 0);
-  // Another local user reads nothing, not even a file the tenant left world-readable.
-  BOOST_TEST(as_host_user(nobody, {}, [&] { return try_read(a_path + "/open.txt"); }) == EACCES);
-  // Neither does the other workspace's uid.
-  BOOST_TEST(as_host_user(backend->sandbox_uid(*sb), {}, [&] { return try_read(a_path + "/a.txt"); }) == EACCES);
-  // A non-root member of the host group reads and writes the tenant's files.
-  BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_read(a_path + "/a.txt"); }) == 0);
-  BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_append(a_path + "/a.txt"); }) == 0);
-  BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_append(a_path + "/open.txt"); }) == 0);
-  backend->stop_session(*sa);
-  backend->stop_session(*sb);
+  for (int quota : {0, 16}) {
+    BOOST_TEST_CONTEXT((quota ? "on a quota image" : "plain tree")) {
+      auto a_path = tenant(quota ? "a33a33a33a33a33a33a33a33" : "a11a11a11a11a11a11a11a11");
+      auto b_path = tenant(quota ? "b44b44b44b44b44b44b44b44" : "b22b22b22b22b22b22b22b22");
+      auto a = spec("uid-a", a_path), b = spec("uid-b", b_path);
+      a.workspace_quota_mb = b.workspace_quota_mb = quota;
+      auto sa = start(a), sb = start(b);
+      auto uid_a = run(*sa, a, "id -u; echo secret > /workspace/a.txt; umask 022; echo open > /workspace/open.txt").stdout_text;
+      auto uid_b = run(*sb, b, "id -u").stdout_text;
+      BOOST_TEST(uid_a != uid_b);
+      BOOST_TEST(uid_a == std::to_string(backend->sandbox_uid(*sa)));
+      const auto sandbox_a = backend->sandbox_uid(*sa), sandbox_b = backend->sandbox_uid(*sb);
+      auto closed = [&](const char* when) {
+        BOOST_TEST_CONTEXT(when) {
+          if (quota)
+            BOOST_TEST(is_mount_point(a_path));
+          struct stat st{};
+          BOOST_REQUIRE(::stat((a_path + "/a.txt").c_str(), &st) == 0);
+          BOOST_TEST(st.st_uid == sandbox_a);
+          BOOST_REQUIRE(::stat(a_path.c_str(), &st) == 0);
+          BOOST_TEST(st.st_uid == sandbox_a);
+          BOOST_TEST((st.st_mode & 07) == 0);
+          // Another local user reads nothing, not even a file the tenant left world-readable.
+          BOOST_TEST(as_host_user(nobody, {}, [&] { return try_read(a_path + "/open.txt"); }) == EACCES);
+          // Neither does the other workspace's uid.
+          BOOST_TEST(as_host_user(sandbox_b, {}, [&] { return try_read(a_path + "/a.txt"); }) == EACCES);
+          // A non-root member of the host group reads and writes the tenant's files.
+          BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_read(a_path + "/a.txt"); }) == 0);
+          BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_append(a_path + "/a.txt"); }) == 0);
+          BOOST_TEST(as_host_user(4343, {4242}, [&] { return try_append(a_path + "/open.txt"); }) == 0);
+        }
+      };
+      closed("first use");
+      backend->stop_session(*sa);
+      backend->stop_session(*sb);
+      // A restart: the image is unmounted at cleanup and mounted again at the next start.
+      backend->cleanup_orphans();
+      make_backend();
+      auto again = start(a);
+      BOOST_TEST(run(*again, a, "cat /workspace/a.txt").stdout_text == "secret\nhost");
+      closed("after a restart");
+      backend->stop_session(*again);
+    }
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(workspace_uids_survive_a_restart_and_a_full_range_is_refused, sandbox_fixture) {
