@@ -152,6 +152,11 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   parts->processes = std::make_shared<process_registry>();
   if (choice.backend)
     choice.backend->cleanup_orphans();
+  // A cluster node's uid reservations follow its uid record, now that the clean-up has
+  // freed the uids of sessions whose trees are gone.
+  if (cluster_node)
+    if (auto* b = dynamic_cast<sandbox_backend*>(choice.backend.get()))
+      cluster_node->reconcile_uids(b->held_uids());
 
   // Admission state is loaded before anything serves (contract §4.11); a cluster node's
   // is in etcd, each write fenced by the node's ownership of the workspace.

@@ -101,9 +101,21 @@ std::shared_ptr<host_state> host_state::open(const sandbox_options& o, std::stri
   h->quota = std::make_unique<loop_quota>(o.images_dir.empty() ? o.state_dir + "/images" : o.images_dir,
                                           o.state_dir + "/mounts");
   h->quota->use_multi_mount_protection(o.multi_mount_protection);
-  h->uids = std::make_shared<uid_allocator>(o.uid_first, o.uid_last);
+  // The uid record: without it boxd could hand a uid to a second workspace, so a record
+  // that cannot be read keeps the backend unavailable (fail closed).
+  auto ledger = uid_ledger::open(o.state_dir + "/uids.sqlite");
+  if (!ledger) {
+    why = ledger.error().message;
+    return nullptr;
+  }
+  h->uids = std::make_shared<uid_allocator>(o.uid_first, o.uid_last, std::move(ledger.value()));
   if (o.reserve_uid)
     h->uids->use_reservations(o.reserve_uid, o.release_uid);
+  if (auto e = h->uids->load()) {
+    why = e.message;
+    return nullptr;
+  }
+  // Only a seed now: trees of versions that kept no record.
   for (auto& dir : o.workspace_roots)
     h->uids->scan(dir);
   open_states[o.state_dir] = h;
@@ -356,8 +368,13 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
   for (auto& [name, m] : want) {
     if (view.mounted.contains(name))
       continue;
+    // A session's own uid (release_uid set) that is given a tree boxd never removes
+    // (a host folder, the skill storage's image) is kept for good, recorded first.
+    auto pin = [&] { return s.release_uid ? impl_->host->uids->pin(s.uid) : box_error{}; };
     // The workspace's skill storage is mounted by the first exec that needs it.
     if (m.runtime_owned && !own_storage.empty() && !opts_.skills_tenants_dir.empty() && !s.skill_lease) {
+      if (auto e = pin())
+        return e;
       auto lease = impl_->host->quota->acquire("skills-" + tenant, own_storage, opts_.skills_quota_mb, s.uid, s.gid);
       if (!lease)
         return lease.error();
@@ -370,8 +387,11 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
     bool own_skill = m.runtime_owned && !own_storage.empty() && within(real, own_storage) && real != own_storage;
     if (!own_skill && (within(real, opts_.state_dir) || within(opts_.state_dir, real)))
       return make_box_error(ec::validation, what + " mount " + m.host_path + " is blocked for security");
-    if (m.mode == mount_mode::rw)
+    if (m.mode == mount_mode::rw) {
+      if (auto e = pin())
+        return e;
       hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
+    }
     if (auto e = mount_in_view(s, view, source.get(), m, name))
       return e;
     view.mounted[name] = m;
@@ -569,7 +589,18 @@ void sandbox_backend::cleanup_orphans() {
     impl_->host->cgroups->remove_all();
   impl_->host->quota->cleanup_recorded();
   unmount_and_remove(opts_.state_dir + "/sessions");
-  unmount_and_remove(opts_.state_dir + "/probe");
+  const bool probes_gone = unmount_and_remove(opts_.state_dir + "/probe");
+  // The uids of ended sessions whose trees are gone now are free again, before the pool
+  // takes any. A probe's workspace (under probe/) is not named by its session: while
+  // that folder remains, no ended session's uid is freed.
+  auto freed = impl_->host->uids->forget_removed_sessions([&](const std::string& sid) {
+    if (!probes_gone || sid.empty() || sid.find('/') != std::string::npos || sid == "." || sid == "..")
+      return true;
+    struct stat st{};
+    return ::lstat((opts_.state_dir + "/sessions/" + sid).c_str(), &st) == 0 || errno != ENOENT;
+  });
+  if (freed > 0)
+    spdlog::info("{}: {} uid(s) of ended sessions freed", name(), freed);
   start_pool();
 }
 
@@ -637,10 +668,16 @@ readiness_report sandbox_backend::probe_readiness(const std::string& workspace_p
              "stat -f -c '%b %S %c' /tmp /home /dev/shm";
   bool limits_held = false;
   bool io_read_back = false;
+  // The probe's workspace is handed to its session's uid too: the uid is given back
+  // once that folder is gone as well (below), not at the session's teardown.
+  std::function<void(bool)> release_uid;
+  auto session_removed = std::make_shared<bool>(false);
   auto probe = [&]() -> std::string {
     auto started = start(spec, true); // the probe's workspace is boxd's own folder
     if (!started)
       return started.error().message;
+    if (auto* bs = dynamic_cast<sandbox_session*>(started->get()))
+      release_uid = std::exchange(bs->release_uid, [session_removed](bool removed) { *session_removed = removed; });
     auto res = exec(**started, spec, exec_limits{});
     // The limits hold only if the sandbox really runs inside its group, limited.
     if (auto* bs = dynamic_cast<sandbox_session*>(started->get()); bs && bs->group) {
@@ -690,6 +727,8 @@ readiness_report sandbox_backend::probe_readiness(const std::string& workspace_p
   };
   auto error = probe();
   fs::remove_all(dir, err);
+  if (release_uid)
+    release_uid(*session_removed && !err && !fs::exists(fs::symlink_status(dir, err)));
   if (!error.empty()) {
     r.error = error;
     spdlog::warn("{}: readiness probe failed: {}", name(), error);
@@ -714,6 +753,12 @@ std::vector<std::string> sandbox_backend::cgroup_dirs() const {
   if (!impl_->host || !impl_->host->cgroups)
     return {};
   return impl_->host->cgroups->base_dirs();
+}
+
+std::map<uint32_t, std::string> sandbox_backend::held_uids() const {
+  if (!impl_->host)
+    return {};
+  return impl_->host->uids->held();
 }
 
 } // namespace boxrt

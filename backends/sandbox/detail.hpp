@@ -209,8 +209,9 @@ result<unique_fd> detached_copy(int source, const std::string& shown, bool ro);
 
 /// Detaches every mount at or below `dir`, then removes `dir` (a folder of boxd's state)
 /// by descriptor: the removal never enters a mount, so it cannot reach into a skill
-/// package or a workspace, and a failure is logged, not ignored.
-void unmount_and_remove(const std::string& dir);
+/// package or a workspace, and a failure is logged, not ignored. True when `dir` is
+/// gone (or never was): what a session's uid may be freed by.
+bool unmount_and_remove(const std::string& dir);
 
 /// One bounded tmpfs of a sandbox, mounted by the launcher (bwrap 0.8 can size a tmpfs
 /// but not cap its inodes, nor size /dev) and bound in.
@@ -396,10 +397,9 @@ class sandbox_session final : public backend_session, public std::enable_shared_
     workspace_fd.reset();
     skill_lease.reset();
     leases.clear();
-    if (!private_dir.empty())
-      unmount_and_remove(private_dir);
+    const bool removed = private_dir.empty() || unmount_and_remove(private_dir);
     if (release_uid)
-      release_uid();
+      release_uid(removed);
   }
 
   /// What the sandbox uses now (backend::session_usage). Waits for a teardown in
@@ -465,7 +465,9 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// empty folder, and its skills view is not inside yet, until a first use adopts it
   /// (sandbox_backend::adopt attaches both inside its mount namespace).
   bool pooled = false;
-  std::function<void()> release_uid;
+  /// Set while the uid is this session's own (not a workspace's): gives it back at the
+  /// teardown, told whether the private tree is gone (uid_allocator::release).
+  std::function<void(bool tree_removed)> release_uid;
   /// `<state>/sessions/<sid>`: the private workspace, the io folder, the skills view.
   std::string private_dir;
   /// Skills (`<mount_path>/.skills/<name>`) and content-addressed artifacts

@@ -35,8 +35,8 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
   const auto& spec = s.spec;
   const bool has_host = mounts_host_path(spec);
   s.private_dir = opts_.state_dir + "/sessions/" + s.id_;
-  // The uid: the workspace's own (the owner of its folder, found by the scan or handed
-  // out now), else one for this session alone. boxd's own probes take a session uid.
+  // The uid: the workspace's own (in the uid record, or handed out and recorded now),
+  // else one for this session alone. boxd's own probes take a session uid.
   if (has_host && !s.own_paths) {
     auto folder = spec.host_path_mode == mount_mode::rw ? beneath::make_dirs_trusted(spec.host_path, 0755)
                                                         : beneath::open_trusted(spec.host_path, O_PATH | O_DIRECTORY);
@@ -49,8 +49,8 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
     if (!uid)
       return uid.error();
     s.uid = s.gid = *uid;
-    // Record the uid on the folder itself (and hand over what is in it) before a quota
-    // image may be mounted over it: the scan at the next start reads it there.
+    // Hand the folder (and what is in it) over before a quota image may be mounted over
+    // it: its owner is what a record rebuilt by the scan reads.
     if (spec.host_path_mode == mount_mode::rw)
       hand_over(folder.get(), s.uid, s.gid, spec.host_path, opts_.host_gid);
   } else {
@@ -58,7 +58,15 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
     if (!uid)
       return uid.error();
     s.uid = s.gid = *uid;
-    s.release_uid = [uids = impl_->host->uids, key = s.id_] { uids->release(key); };
+    s.release_uid = [uids = impl_->host->uids, key = s.id_](bool tree_removed) { uids->release(key, tree_removed); };
+    // A writable extra mount hands a host tree to this uid, and boxd never removes such
+    // a tree: the uid is kept for good, recorded before the tree is handed over.
+    for (auto& m : spec.extra_mounts)
+      if (m.mode == mount_mode::rw && !is_exec_scoped_mount(spec, m)) {
+        if (auto e = impl_->host->uids->pin(s.uid))
+          return e;
+        break;
+      }
   }
   // Hard quotas: the workspace's image mounted at its own path, or a private image for
   // a session without a host path; the workspace's skill storage has one of its own.

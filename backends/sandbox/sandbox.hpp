@@ -48,12 +48,12 @@ struct sandbox_options {
   /// This boxd's own state: session records, quota images, mount records, lock.
   std::string state_dir = "data/box/state";
   /// Host uids the sandboxed commands run as (server.sandbox_uid_range): each workspace
-  /// gets one of its own, recorded as the owner of its folder; a session without a
-  /// host path gets one for itself. Never 0.
+  /// gets one of its own, recorded in `<state_dir>/uids.sqlite` and as the owner of its
+  /// folder; a session without a host path gets one for itself. Never 0.
   uint32_t uid_first = default_sandbox_uid_first;
   uint32_t uid_last = default_sandbox_uid_last;
   /// Folders whose subfolders are workspaces (the default workspace's `tenants`):
-  /// scanned at start for the uids already recorded.
+  /// scanned at start for uids of trees made by versions that kept no uid record.
   std::vector<std::string> workspace_roots;
   /// The trusted host's group (server.host_gid): read and write on every tenant tree
   /// through an ACL, while the trees are closed to everyone else. -1: no such group.
@@ -159,6 +159,9 @@ class sandbox_backend : public backend {
   /// what a cluster node's watchdog fences (docs/cluster.md "Failing closed").
   std::vector<std::string> cgroup_dirs() const;
   std::string mount_records_dir() const { return opts_.state_dir + "/mounts"; }
+  /// Every uid this state folder's record holds, with its holder (a workspace's path or
+  /// "session:<sid>"): what a cluster node keeps reserved (node::reconcile_uids).
+  std::map<uint32_t, std::string> held_uids() const;
 
   /// Waits until `n` warm sandboxes are ready, at most `timeout`; false on the timeout.
   bool wait_pool_ready(size_t n, std::chrono::milliseconds timeout) const;

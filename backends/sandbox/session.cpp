@@ -195,20 +195,23 @@ box_error attach_bind(int source, const std::string& shown, const std::string& t
   return {};
 }
 
-void unmount_and_remove(const std::string& dir) {
+bool unmount_and_remove(const std::string& dir) {
   for (auto& m : mounts_under(dir))
     ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   if (!mounts_under(dir).empty()) {
     spdlog::warn("sandbox: {} still has mounts; not removed", dir);
-    return;
+    return false;
   }
   auto slash = dir.rfind('/');
   auto parent = beneath::open_root(dir.substr(0, slash == 0 ? 1 : slash));
   if (!parent)
-    return;
-  if (auto err = beneath::remove_tree(parent.get(), dir.substr(slash + 1)))
+    return errno == ENOENT; // no parent, no tree
+  if (auto err = beneath::remove_tree(parent.get(), dir.substr(slash + 1))) {
     spdlog::warn("sandbox: cannot remove {} ({}: {}); retried at the next start", dir, err.detail,
                  std::strerror(err.error));
+    return false;
+  }
+  return true;
 }
 
 std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb) {

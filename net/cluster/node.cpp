@@ -1,5 +1,9 @@
 #include "net/cluster/node.hpp"
 
+#include <charconv>
+
+#include <spdlog/spdlog.h>
+
 #include "messages/base/json.hpp"
 #include "messages/tenancy.hpp"
 
@@ -9,6 +13,12 @@ namespace {
 
 /// At most this many refused links are remembered for GET /cluster (the newest).
 constexpr size_t max_refusals = 32;
+
+/// What a uid's etcd key holds for the allocator's `key`: a session's names this node,
+/// since session ids are unique neither across nodes nor across runs of one.
+std::string uid_value(const std::string& node_id, const std::string& key) {
+  return key.starts_with("session:") ? "session:" + node_id + ":" + key.substr(8) : key;
+}
 
 } // namespace
 
@@ -177,21 +187,62 @@ result<std::string> node::owner_json(const std::string& instance, const std::str
 }
 
 int node::reserve_uid(uint32_t uid, const std::string& key, bool session) {
-  auto lease_id = session ? lease() : 0;
-  if (session && lease_id == 0)
+  // No lease on the key: a session's tree outlives the lease, and so must its uid's
+  // reservation. A node that is not a member starts no session.
+  if (session && lease() == 0)
     return -1;
   etcd::client c{opts_.etcd};
-  auto made = c.create(opts_.prefix + "/uids/" + std::to_string(uid), key, lease_id);
+  auto value = uid_value(opts_.node_id, key);
+  auto made = c.create(opts_.prefix + "/uids/" + std::to_string(uid), value);
   if (!made)
     return -1;
-  return made->created || (made->existing && made->existing->value == key) ? 1 : 0;
+  return made->created || (made->existing && made->existing->value == value) ? 1 : 0;
 }
 
 void node::release_uid(uint32_t uid, const std::string& key) {
   etcd::client c{opts_.etcd};
   auto path = opts_.prefix + "/uids/" + std::to_string(uid);
-  if (auto kv = c.get(path); kv && *kv && (*kv)->value == key)
+  if (auto kv = c.get(path); kv && *kv && (*kv)->value == uid_value(opts_.node_id, key))
     (void)c.erase(path);
+}
+
+void node::reconcile_uids(const std::map<uint32_t, std::string>& held) {
+  etcd::client c{opts_.etcd};
+  const auto dir = opts_.prefix + "/uids/";
+  auto listed = c.list(dir);
+  if (!listed) {
+    spdlog::warn("cluster: uid reservations not checked: {}", listed.error().message);
+    return;
+  }
+  const auto mine = "session:" + opts_.node_id + ":";
+  std::map<uint32_t, std::string> reserved;
+  for (auto& kv : *listed) {
+    uint32_t uid = 0;
+    auto digits = std::string_view{kv.key}.substr(dir.size());
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), uid);
+    if (ec != std::errc{} || end != digits.data() + digits.size())
+      continue;
+    auto h = held.find(uid);
+    if (kv.value.starts_with(mine) && (h == held.end() || uid_value(opts_.node_id, h->second) != kv.value)) {
+      if (auto gone = c.erase(kv.key); !gone)
+        spdlog::warn("cluster: uid {} stays reserved: {}", uid, gone.error().message);
+      continue;
+    }
+    reserved[uid] = kv.value;
+  }
+  for (auto& [uid, key] : held) {
+    if (key.empty())
+      continue;
+    auto want = uid_value(opts_.node_id, key);
+    if (auto r = reserved.find(uid); r != reserved.end()) {
+      if (r->second != want)
+        spdlog::error("cluster: uid {} is held here for {} but reserved for {}", uid, key, r->second);
+      continue;
+    }
+    if (auto made = c.create(dir + std::to_string(uid), want); !made || !made->created)
+      spdlog::error("cluster: uid {} held here for {} cannot be reserved cluster-wide{}", uid, key,
+                    made ? " (reserved meanwhile by another holder)" : ": " + made.error().message);
+  }
 }
 
 result<std::string> node::pin_instance(std::string_view id) {

@@ -93,11 +93,20 @@ class node {
   /// GET /cluster/owner (asks etcd; blocking, bounded by the etcd timeout).
   result<std::string> owner_json(const std::string& instance, const std::string& workspace) const;
 
-  /// Reserves `uid` cluster-wide for `key`: true when it is free or already `key`'s. A
-  /// session's reservation lives under this node's lease; a workspace's for good.
+  /// Reserves `uid` cluster-wide for `key` (a workspace's path, or "session:<sid>"):
+  /// true when it is free or already `key`'s. No reservation lives under a lease: a
+  /// session's stays until this node frees the uid (its tree gone), stored as
+  /// "session:<node>:<sid>" since session ids repeat across nodes and runs; a
+  /// workspace's stays for good. Sessions are reserved only while this node has a lease.
   /// 1 reserved, 0 held for another key, -1 cannot tell (etcd unreachable, no lease).
   int reserve_uid(uint32_t uid, const std::string& key, bool session);
   void release_uid(uint32_t uid, const std::string& key);
+  /// At start, once the sandbox backend has freed what it could: erases this node's
+  /// session reservations whose uid `held` (uid -> key, the local uid record) does not
+  /// hold for that session (freed while etcd could not hear of it), and reserves again
+  /// what `held` holds and etcd lacks (reservations of an older version lived under a
+  /// lease). Best effort: what etcd refuses now is logged.
+  void reconcile_uids(const std::map<uint32_t, std::string>& held);
 
   /// The cluster's trusted instance: pins `id` when none is (first pin wins); returns the
   /// pinned one, or an error when etcd cannot tell.

@@ -522,7 +522,8 @@ BOOST_FIXTURE_TEST_CASE(workspace_uids_survive_a_restart_and_a_full_range_is_ref
   BOOST_TEST(run(*s1, first, "echo more >> /workspace/sub/kept.txt && cat /workspace/sub/kept.txt").stdout_text
              == "keptmore");
   backend->stop_session(*s1);
-  // The record is the folder's owner: a new boxd finds the same uid by its scan.
+  s1.reset(); // a real restart: no session keeps this state folder's host state alive
+  // The record (<state>/uids.sqlite) holds the assignment: a new boxd keeps it.
   make_backend();
   auto other = spec("other", tenant("0th0th0th0th0th0th0th0th"));
   auto s2 = start(other);
@@ -535,6 +536,43 @@ BOOST_FIXTURE_TEST_CASE(workspace_uids_survive_a_restart_and_a_full_range_is_ref
   BOOST_TEST(wire_class(full.error().code) == "BoxCapacityExceededError");
   BOOST_TEST(full.error().message == "Box sandbox uid range " + std::to_string(opts.uid_first) + "-"
                                        + std::to_string(opts.uid_last) + " is exhausted");
+  backend->stop_session(*s2);
+  backend->stop_session(*again);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_host_path_workspace_keeps_its_uid_across_a_restart_and_no_other_gets_it, sandbox_fixture) {
+  opts.uid_first = 0x71000010u;
+  opts.uid_last = opts.uid_first + 1;
+  opts.workspace_roots = {root + "/workspaces/tenants"};
+  make_backend();
+  // A standard-mode workspace on a host path outside the tenants folder: no scan at
+  // start would find its uid; only the record does.
+  auto alpha = spec("alpha", root + "/projects/alpha");
+  auto s1 = start(alpha);
+  const auto uid_a = backend->sandbox_uid(*s1);
+  BOOST_TEST(uid_a >= opts.uid_first);
+  BOOST_TEST(uid_a <= opts.uid_last);
+  BOOST_TEST(run(*s1, alpha, "echo mine > /workspace/file").exit_code == 0);
+  struct stat st{};
+  BOOST_REQUIRE(::stat((root + "/projects/alpha/file").c_str(), &st) == 0);
+  BOOST_TEST(st.st_uid == uid_a);
+  backend->stop_session(*s1);
+  s1.reset();
+  // A real restart, as boxd makes it: a new host state, then the clean-up.
+  make_backend();
+  backend->cleanup_orphans();
+  // The tenant gets the other uid, never alpha's, while alpha's files are owned by it.
+  auto beta = spec("beta", tenant("be7abe7abe7abe7abe7abe7a"));
+  auto s2 = start(beta);
+  BOOST_TEST(backend->sandbox_uid(*s2) != uid_a);
+  auto full = backend->start_session(spec("gamma", root + "/projects/gamma"));
+  BOOST_REQUIRE(!full.ok());
+  BOOST_TEST(wire_class(full.error().code) == "BoxCapacityExceededError");
+  BOOST_TEST(full.error().message == "Box sandbox uid range " + std::to_string(opts.uid_first) + "-"
+                                       + std::to_string(opts.uid_last) + " is exhausted");
+  auto again = start(alpha);
+  BOOST_TEST(backend->sandbox_uid(*again) == uid_a);
+  BOOST_TEST(run(*again, alpha, "cat /workspace/file").stdout_text.starts_with("mine"));
   backend->stop_session(*s2);
   backend->stop_session(*again);
 }

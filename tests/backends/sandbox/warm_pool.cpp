@@ -296,6 +296,35 @@ BOOST_FIXTURE_TEST_CASE(concurrent_first_uses_of_one_new_workspace_share_its_uid
   backend->stop_session(**rb);
 }
 
+BOOST_FIXTURE_TEST_CASE(after_a_restart_no_warm_sandbox_carries_a_host_path_workspaces_uid, pool_fixture) {
+  // A new workspace on a host path outside the tenants folder adopts the warm sandbox:
+  // its uid is the workspace's from then on, and only the uid record knows it.
+  auto path = root + "/projects/alpha";
+  auto s = spec("alpha", path);
+  auto session = start(s);
+  BOOST_TEST(backend->pool_status().adopted == 1u);
+  const auto uid = backend->sandbox_uid(*session);
+  BOOST_TEST(owner(path) == uid);
+  BOOST_TEST(run(*session, s, "echo mine > /workspace/file").exit_code == 0);
+  backend->stop_session(*session);
+  session.reset();
+  // A real restart: the pool goes with the backend, a new host state, and the clean-up
+  // fills the pool again with the lowest free uid.
+  make_backend();
+  backend->cleanup_orphans();
+  BOOST_REQUIRE_MESSAGE(backend->wait_pool_ready(1, 30s), "the warm pool never filled");
+  auto plain = spec("plain");
+  auto warm = start(plain);
+  BOOST_TEST(backend->pool_status().adopted == 1u);
+  BOOST_TEST(backend->sandbox_uid(*warm) != uid);
+  // The workspace is not new: it starts its own sandbox, with its uid and its files.
+  auto again = start(s);
+  BOOST_TEST(backend->sandbox_uid(*again) == uid);
+  BOOST_TEST(owner(path + "/file") == uid);
+  backend->stop_session(*warm);
+  backend->stop_session(*again);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_stopped_pool_leaves_no_sandbox_behind, pool_of_two) {
   auto sessions = opts.state_dir + "/sessions";
   size_t warm = 0;
