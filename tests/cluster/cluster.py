@@ -256,12 +256,20 @@ def cgroup_base(cluster: "Cluster", node_id: str) -> str:
     return "boxrt-" + hashlib.sha256((state + "\n" + node_id).encode()).hexdigest()[:12]
 
 
+# A sandbox is named <driver>-<sha256 of its session id, 12 hex>-<n>; the readiness probe's
+# session is "readiness": a throw-away sandbox each node runs now and then, no workspace's.
+PROBE_TAG = __import__("hashlib").sha256(b"readiness").hexdigest()[:12]
+
+
 def live_sandboxes(cluster: "Cluster", node_id: str) -> set[str]:
-    """The sandboxes of a node with a process alive: its cgroup subtree, read from the host."""
+    """The workspaces' sandboxes of a node with a process alive (its cgroup subtree, read
+    from the host), the readiness probe's left out."""
     import glob
     live = set()
     base = cgroup_base(cluster, node_id)
     for procs in glob.glob(f"/sys/fs/cgroup/*/{base}/*/cgroup.procs") + glob.glob(f"/sys/fs/cgroup/{base}/*/cgroup.procs"):
+        if os.path.basename(os.path.dirname(procs)).split("-")[1:2] == [PROBE_TAG]:
+            continue
         try:
             with open(procs) as f:
                 if f.read().strip():
