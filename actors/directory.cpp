@@ -55,6 +55,10 @@ struct directory_state {
   /// A delayed probe_atom is on its way: one timer chain only, however often a probe
   /// is also started at once (box_init).
   bool probe_timer = false;
+  /// The running probe started while the probe gate was closed (a fenced cluster node).
+  bool probe_fenced = false;
+  /// A short probe_atom is on its way, to probe as soon as the gate opens again.
+  bool gate_timer = false;
   /// The node's backend, shared with every supervisor.
   std::shared_ptr<backend_slot> backend;
   /// Told to exit: the backend's own sandboxes are being torn down on the pool.
@@ -101,6 +105,7 @@ void submit_probe(self_ptr self, bool reselect = false) {
     return;
   }
   st.probing = true;
+  st.probe_fenced = st.args.probe_gate && !st.args.probe_gate();
   st.pending = reselect && st.args.select ? std::make_shared<backend_pick>() : nullptr;
   auto job = [slot = st.backend, pending = st.pending, select = st.args.select,
               config = st.settings.config] {
@@ -134,6 +139,18 @@ bool take_slot(self_ptr self) {
     return false;
   ++st.slots_in_use;
   return true;
+}
+
+/// While the probe gate is closed: looks again shortly, and probes once it is open, so a
+/// verdict taken while fenced stands no longer than that (not a whole cache period).
+void schedule_gate_poll(self_ptr self) {
+  if (std::exchange(self->state.gate_timer, true))
+    return;
+  self->delayed_send(self, std::chrono::milliseconds{250}, probe_atom_v);
+}
+
+bool gate_closed(self_ptr self) {
+  return self->state.args.probe_gate && !self->state.args.probe_gate();
 }
 
 void schedule_probe(self_ptr self) {
@@ -513,7 +530,14 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
         mark_idle(self, ws, idle);
     },
     [self](probe_atom) {
-      self->state.probe_timer = false;
+      auto& st = self->state;
+      st.probe_timer = false;
+      st.gate_timer = false;
+      // No probe while fenced once a verdict exists: it would fail for the fence alone.
+      if (st.settings.probed && gate_closed(self)) {
+        schedule_gate_poll(self);
+        return;
+      }
       submit_probe(self);
     },
     [self](probed_atom, readiness_report& report, std::string& mount_error) {
@@ -576,7 +600,13 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
         for (auto& [ws, p] : parked_requests)
           route(self, ws, std::move(p));
       }
-      schedule_probe(self);
+      // A verdict taken while fenced (a cluster node whose lease lapsed) is replaced as
+      // soon as the node serves again; before, it stood until the next cache period and
+      // the node refused every exec with BoxReadinessError after etcd came back.
+      if (st.probe_fenced || gate_closed(self))
+        schedule_gate_poll(self);
+      else
+        schedule_probe(self);
     },
     [self](shutdown_atom) -> caf::result<int64_t> {
       auto& st = self->state;

@@ -45,6 +45,10 @@ struct directory_args {
   bool testing = false;
   /// Durable admission state (contract §4.11); null keeps it in memory only.
   std::shared_ptr<admission_store> store;
+  /// True while a readiness probe's verdict can be trusted (null: always). A cluster
+  /// node's is its `serving()`: while it is fenced its watchdog kills every sandbox and
+  /// etcd refuses uid reservations, so a probe then fails whatever the backend's state.
+  std::function<bool()> probe_gate;
   /// Where the directory publishes its settings after each change (null: nowhere).
   std::shared_ptr<settings_snapshot> snapshot;
 };

@@ -285,6 +285,7 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
           return std::nullopt;
         return cluster_node->fence_of(key);
       });
+    args.probe_gate = [cluster_node] { return cluster_node->serving(); };
     return spawn_directory(sys, std::move(args));
   };
   auto started = net::cluster::runtime::start(sys, std::move(ra));

@@ -175,6 +175,15 @@ result<std::shared_ptr<loop_quota::lease>> loop_quota::acquire(const std::string
   std::lock_guard lock{mtx_};
   auto shared = [&] { return std::shared_ptr<lease>{new lease(*this, mount_point)}; };
   if (auto i = mounts_.find(mount_point); i != mounts_.end()) {
+    // Still mounted, unless something took it away meanwhile (a fenced cluster node's
+    // watchdog detaches its mounts): then it is mounted again, so that nothing is
+    // written to the bare folder below it.
+    if (!is_mount_point(mount_point)) {
+      auto image = i->second.image.empty() ? images_dir_ + "/" + name + ".ext4" : i->second.image;
+      spdlog::warn("quota: the image of {} was unmounted under boxd; mounting it again", mount_point);
+      if (auto e = mount_image(image, mount_point))
+        return e;
+    }
     ++i->second.leases;
     return shared();
   }

@@ -85,14 +85,22 @@ class Etcd:
             self.ssl = ssl.create_default_context(cafile=tls["ca_file"])
             self.ssl.load_cert_chain(client["certificate"], client["key"])
         self.log = open(os.path.join(self.dir, "etcd.log"), "w")
-        self.proc = subprocess.Popen(
-            ["/usr/bin/etcd", "--name", "t", "--data-dir", os.path.join(self.dir, "data"),
-             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"t=http://127.0.0.1:{peer}", *secure],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        self.args = ["/usr/bin/etcd", "--name", "t", "--data-dir", os.path.join(self.dir, "data"),
+                     "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                     "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                     "--initial-cluster", f"t=http://127.0.0.1:{peer}", *secure]
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for("etcd answers", lambda: self.get("/probe") is None or True, 20)
+
+    def kill(self) -> None:
+        """An outage: etcd gone at once (kill -9); start() brings it back on the same data
+        folder and address."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
 
     def call(self, path: str, body: dict) -> dict:
         req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
