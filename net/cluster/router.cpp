@@ -22,23 +22,11 @@
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
 #include "messages/tenancy.hpp"
+#include "net/cluster/upload.hpp"
 
 namespace boxrt::net::cluster {
 
 namespace {
-
-bool proto_write_all(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 using router_actor = directory_actor::extend<
   // Self-sent every tick_period: fail-closed checks, takeover waits, re-resolution.
@@ -292,39 +280,13 @@ void drop_peer(self_ptr self, const std::string& id, const std::string& why, boo
   st.inflight.erase(id);
 }
 
-/// An upload (box_upload_skill's file) travels inside a request forwarded to another
-/// node, and is landed in a file of the owner's own; other requests carry nothing.
+/// Only a skill upload carries a file between nodes (net/cluster/upload.hpp).
 template <class Request>
 void carry_upload(Request&) {}
 template <class Request>
-box_error land_upload(Request&, const std::string&) { return {}; }
-
-void carry_upload(skill_request& req) {
-  if (req.file_path.empty() || !req.file_bytes.empty())
-    return;
-  std::ifstream in{req.file_path, std::ios::binary};
-  req.file_bytes.assign(std::istreambuf_iterator<char>{in}, {});
-  ::unlink(req.file_path.c_str()); // consumed here: the owner holds its own copy
-  req.file_path = req.file_bytes.empty() ? std::string{} : std::string{"forwarded"};
-}
-
-box_error land_upload(skill_request& req, const std::string& dir) {
-  if (req.file_bytes.empty())
-    return {};
-  std::string path = dir + "/upload-XXXXXX";
-  int fd = ::mkstemp(path.data());
-  if (fd < 0)
-    return {ec::runtime_unavailable, "Box cluster cannot land a forwarded upload in " + dir + ": " + std::strerror(errno)};
-  bool ok = proto_write_all(fd, req.file_bytes);
-  ::close(fd);
-  if (!ok) {
-    ::unlink(path.c_str());
-    return {ec::runtime_unavailable, "Box cluster cannot land a forwarded upload in " + dir};
-  }
-  req.file_path = path;
-  req.file_bytes.clear();
-  return {};
-}
+box_error land_upload(Request&, const std::string&, bool) { return {}; }
+using cluster::carry_upload;
+using cluster::land_upload;
 
 /// A routed request: `forward` sends it by request (an answer "not the owner" sends it on
 /// to the owner found again); `delegated` hands it over so the owner answers the original
@@ -343,7 +305,7 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
   p->go = [rp, atom, req, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
                                          pending_ptr me) mutable {
     if (peer_id.empty()) {
-      if (auto err = land_upload(req, self->state.args.upload_dir)) {
+      if (auto err = land_upload(req, self->state.args.upload_dir, me->from_remote)) {
         rp.deliver(to_caf_error(err));
         return;
       }
