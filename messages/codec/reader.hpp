@@ -288,12 +288,22 @@ class reader {
 maybe_error read_env(const reader& r, std::string_view key,
                      std::map<std::string, std::string>& out);
 
-/// instance_uuid then workspace_uuid: required, stripped and non-empty.
+/// Tenant ids as an entitlement snapshot bounds them (and the relay's handshake): every
+/// action's ids become keys of boxd's state (a cluster's etcd among them), so none may
+/// be larger (a boxd extension for grants, revocations and contexts).
+inline constexpr size_t max_tenant_id_chars = 256;
+
+/// instance_uuid then workspace_uuid: required, stripped, 1 to 256 characters.
 template <class T>
 maybe_error read_tenant_ids(const reader& r, T& out) {
-  if (auto err = r.req_id("instance_uuid", out.instance_uuid))
-    return err;
-  return r.req_id("workspace_uuid", out.workspace_uuid);
+  for (auto [key, value] : {std::pair<std::string_view, std::string*>{"instance_uuid", &out.instance_uuid},
+                            std::pair<std::string_view, std::string*>{"workspace_uuid", &out.workspace_uuid}}) {
+    if (auto err = r.req_id(key, *value))
+      return err;
+    if (code_points(*value) > max_tenant_id_chars)
+      return r.fail(key, "must be between 1 and 256 characters");
+  }
+  return {};
 }
 
 /// posixpath.isabs or ntpath.isabs: "/x", "C:\x", "C:/x", "\\server\share".

@@ -107,6 +107,26 @@ BOOST_AUTO_TEST_CASE(context_ids_are_required_and_non_empty) {
               "instance_uuid must be a string");
 }
 
+// Every action's ids become keys of boxd's state (a cluster's etcd): a 400,000-character
+// workspace id once became an 800 KB etcd key that nothing ever removes.
+BOOST_AUTO_TEST_CASE(tenant_ids_are_at_most_256_characters_everywhere) {
+  const std::string longest(256, 'w'), longer(257, 'w');
+  BOOST_CHECK(context_from(R"({"instance_uuid":"i","workspace_uuid":")" + longest + "\"}").ok());
+  check_error(context_from(R"({"instance_uuid":"i","workspace_uuid":")" + longer + "\"}"), ec::envelope,
+              "workspace_uuid must be between 1 and 256 characters");
+  check_error(context_from(R"({"instance_uuid":")" + longer + R"(","workspace_uuid":"w"})"), ec::envelope,
+              "instance_uuid must be between 1 and 256 characters");
+  check_grant_error("workspace_uuid", "\"" + longer + "\"", "workspace_uuid must be between 1 and 256 characters");
+  check_error(revocation_from(R"({"instance_uuid":"i","workspace_uuid":")" + longer
+                              + R"(","entitlement_revision":1})"),
+              ec::validation, "workspace_uuid must be between 1 and 256 characters");
+  // Characters, not bytes: 256 three-byte characters pass.
+  std::string euros;
+  for (int i = 0; i < 256; ++i)
+    euros += "\xe2\x82\xac";
+  BOOST_CHECK(context_from(R"({"instance_uuid":"i","workspace_uuid":")" + euros + "\"}").ok());
+}
+
 BOOST_AUTO_TEST_CASE(context_generation_is_a_strict_positive_integer) {
   check_error(context_from(R"({"instance_uuid":"i","workspace_uuid":"w","placement_generation":0})"),
               ec::envelope, "placement_generation must be greater than or equal to 1");
