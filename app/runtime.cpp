@@ -18,6 +18,7 @@
 #include "app/boxd_config.hpp"
 #include "messages/codec.hpp"
 #include "backends/mount_policy.hpp"
+#include "net/cluster/tls_errors.hpp"
 #include "backends/nsjail/nsjail.hpp"
 #include "backends/registry.hpp"
 #include "backends/sandbox/sandbox.hpp"
@@ -320,6 +321,10 @@ void configure(caf::actor_system_config& cfg, const runtime_config& rc) {
   // to a pool of BASP workers first: one thread wake-up less per forwarded request.
   cfg.set("middleman.workers", size_t{0});
   cfg.load<caf::openssl::manager>();
+  // A stranger's failed handshake must not close healthy links (net/cluster/tls_errors).
+  if (!net::cluster::tls_error_queue_guarded())
+    spdlog::warn("cluster: OpenSSL's calls are not guarded here (boxrt is not linked into the "
+                 "executable): a peer that fails its TLS handshake may close healthy links");
   cfg.openssl_certificate = rc.cluster.tls.certificate;
   cfg.openssl_key = rc.cluster.tls.key;
   cfg.openssl_cafile = rc.cluster.tls.ca_file;

@@ -66,6 +66,23 @@ def make_cert(dir: str, ca: str, name: str, san: str | None = None) -> dict:
             "ca_file": os.path.join(dir, f"{ca}.pem")}
 
 
+def make_expired_cert(dir: str, ca: str, name: str) -> dict:
+    """A certificate of CA `ca` that expired in 2020 (`openssl ca` sets the dates)."""
+    with open(os.path.join(dir, "expired.cnf"), "w") as f:
+        f.write("[ca]\ndefault_ca = c\n[c]\ndatabase = expired-index.txt\nnew_certs_dir = .\n"
+                "serial = expired-serial\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n")
+    open(os.path.join(dir, "expired-index.txt"), "w").close()
+    with open(os.path.join(dir, "expired-serial"), "w") as f:
+        f.write("01\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=dir)
+    openssl("ca", "-batch", "-config", "expired.cnf", "-cert", f"{ca}.pem", "-keyfile", f"{ca}.key",
+            "-in", f"{name}.csr", "-out", f"{name}.pem", "-startdate", "20200101000000Z",
+            "-enddate", "20200102000000Z", "-notext", cwd=dir)
+    return {"certificate": os.path.join(dir, f"{name}.pem"), "key": os.path.join(dir, f"{name}.key"),
+            "ca_file": os.path.join(dir, f"{ca}.pem")}
+
+
 class Etcd:
     """`tls`: {"certificate", "key", "ca_file"} of etcd's server certificate; clients must
     then show a certificate of the same CA (--client-cert-auth), as in production."""

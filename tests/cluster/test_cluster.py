@@ -153,6 +153,116 @@ async def test_etcd_stopped_fails_closed_and_resumes(admission_cluster):
             await asyncio.sleep(0.2)
 
 
+class Strangers:
+    """Peers that are not members keep knocking at every node's cluster port from a
+    thread, for as long as it runs: a TLS client with another CA's certificate, one with an
+    expired certificate of the cluster's CA, plain TCP that sends garbage and closes (or
+    resets), and a TLS client that sends its ClientHello and then stalls before it resets.
+    Each knock is bounded by a short timeout; only loopback is reached."""
+
+    def __init__(self, cluster):
+        import threading
+        from cluster import make_cert, make_expired_cert
+        self.ports = [n.peer_port for n in cluster.nodes.values()]
+        self.contexts = []
+        for tls in (make_cert(cluster.pki, "otherca", "stranger"),
+                    make_expired_cert(cluster.pki, "ca", "expired")):
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.load_cert_chain(tls["certificate"], tls["key"])
+            self.contexts.append(ctx)
+        self.knocks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _knock(self, port: int, kind: int) -> None:
+        import struct
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.settimeout(2)
+            if kind < 2:
+                try:
+                    with self.contexts[kind].wrap_socket(s) as t:
+                        t.sendall(b"x" * 64)
+                        t.recv(1)
+                except (ssl.SSLError, OSError):
+                    pass
+            elif kind == 2:
+                s.sendall(os.urandom(512))
+                if self.knocks % 2:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            else:
+                incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+                half = ssl.create_default_context().wrap_bio(incoming, outgoing)
+                try:
+                    half.do_handshake()
+                except ssl.SSLWantReadError:
+                    pass
+                s.sendall(outgoing.read())
+                self._stop.wait(0.5)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def _run(self):
+        while not self._stop.is_set():
+            for port in self.ports:
+                try:
+                    self._knock(port, self.knocks % 4)
+                except OSError:
+                    pass
+                self.knocks += 1
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.knocks
+
+
+async def test_strangers_never_break_forwarded_requests(admission_cluster):
+    """Before, one of twelve requests forwarded between healthy nodes failed with "Box
+    cluster node n3 was lost while serving the request" while a peer of another CA kept
+    trying to join: every failed TLS handshake left its errors in the OpenSSL error queue
+    of CAF's multiplexer thread, and the next read on a healthy link took them for its own
+    failure and closed the link."""
+    c = admission_cluster
+    n1 = c.nodes["n1"]
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a:
+        names = []
+        for i in range(12):
+            ws = f"ws-stranger-{i}"
+            await a.client.upsert_sandbox_admission_grant(grant(ws))
+            assert (await a.client.execute(BoxSpec(session_id="global", cmd="echo x"), action_context=ctx(ws))).stdout
+            if n1.owner(ws)["owner"] != n1.id:
+                names.append(ws)
+        assert names, "every workspace landed on the entry node"
+        strangers = Strangers(c)
+        failures = []
+        sent = 0
+        started = time.monotonic()
+        try:
+            async def one(i: int) -> None:
+                try:
+                    r = await a.client.execute(BoxSpec(session_id="global", cmd="echo ok"),
+                                               action_context=ctx(names[i % len(names)]))
+                    if r.stdout != "ok":
+                        failures.append(repr(r))
+                except BoxError as exc:
+                    failures.append(str(exc))
+            # 1,000 execs through a node that owns none of them, spread over at least 20 s.
+            while sent < 1000 or time.monotonic() - started < 20:
+                batch = 8 if sent < 1000 else 1
+                await asyncio.gather(*(one(sent + k) for k in range(batch)))
+                sent += batch
+                if sent >= 1000:
+                    await asyncio.sleep(0.05)
+                assert time.monotonic() - started < 120, "the execs took over 120 s"
+        finally:
+            knocks = strangers.stop()
+        assert knocks > 20, f"the strangers knocked only {knocks} times"
+        assert not failures, f"{len(failures)} of {sent} forwarded execs failed: {failures[:3]}"
+        assert {"n2", "n3"} <= n1.alive_peers()
+
+
 async def test_killed_owner(admission_cluster):
     c = admission_cluster
     n1 = c.nodes["n1"]
