@@ -266,6 +266,9 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   ra.listen_host = rc.cluster.listen_host;
   ra.listen_port = rc.cluster.listen_port;
   ra.upload_dir = (std::filesystem::path{rc.box.local.host_root} / "state" / "cluster-uploads").string();
+  ra.certificate = rc.cluster.tls.certificate;
+  ra.key = rc.cluster.tls.key;
+  ra.ca_file = rc.cluster.tls.ca_file;
   std::error_code made;
   std::filesystem::create_directories(ra.upload_dir, made);
   if (made || ::chmod(ra.upload_dir.c_str(), 0700) != 0) {

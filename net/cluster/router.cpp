@@ -22,6 +22,7 @@
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
 #include "messages/tenancy.hpp"
+#include "net/cluster/identity.hpp"
 #include "net/cluster/upload.hpp"
 
 namespace boxrt::net::cluster {
@@ -45,12 +46,18 @@ using router_actor = directory_actor::extend<
   // Worker pool: the box_init with this token was stored in etcd ("" or why not).
   caf::reacts_to<init_atom, uint64_t, std::string>>;
 
-/// What a node publishes on cluster.listen. A hello names the dialing node, its address
-/// and its router; only when that node is registered at that address does the gate link
-/// its own router to it and answer with its node id and router. One connection carries
-/// both directions: of two members, the one with the smaller node_id dials.
+/// What a node publishes on cluster.listen. The dialer first asks for a challenge (its
+/// node id in, a fresh nonce out); its hello then names the dialing node, its address and
+/// its router, with its certificate and its signature over the challenge
+/// (net/cluster/identity.hpp). Only when the certificate is the named node's, of the
+/// cluster's CA, the signature its key's, and that node is registered at that address,
+/// does the gate link its own router to it and answer with its node id and router. One
+/// connection carries both directions: of two members, the one with the smaller node_id
+/// dials.
 using gate_actor = caf::typed_actor<
-  caf::replies_to<hello_atom, std::string, std::string, caf::actor>::with<std::string, caf::actor>>;
+  caf::replies_to<hello_atom, std::string>::with<std::string>,
+  caf::replies_to<hello_atom, std::string, std::string, caf::actor, std::string, std::string,
+                  std::string>::with<std::string, caf::actor>>;
 /// The gate with its own worker-pool replies (the verdict on a hello: "" admits).
 using gate_impl = gate_actor::extend<caf::reacts_to<link_atom, uint64_t, std::string>>;
 
@@ -604,20 +611,61 @@ struct gate_state {
     caf::actor router;
   };
   std::map<uint64_t, hello> waiting;
+  /// Challenges handed out and not answered yet: nonce -> (node id asked for, when).
+  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>> nonces;
 };
 
+/// A challenge is answered within this, or forgotten; at most this many wait at once.
+constexpr auto nonce_life = std::chrono::seconds{30};
+constexpr size_t max_nonces = 1024;
+
 gate_impl::behavior_type gate_behavior(gate_impl::stateful_pointer<gate_state> self, std::shared_ptr<node> nd,
-                                       caf::actor router, std::shared_ptr<worker_pool> pool) {
+                                       caf::actor router, std::shared_ptr<worker_pool> pool, std::string ca_file) {
   return {
-    [=](hello_atom, std::string& id, std::string& address, caf::actor& their_router) -> caf::result<std::string, caf::actor> {
+    [=](hello_atom, std::string& id) -> caf::result<std::string> {
+      auto& nonces = self->state.nonces;
+      auto now = std::chrono::steady_clock::now();
+      for (auto i = nonces.begin(); i != nonces.end();)
+        i = now - i->second.second > nonce_life ? nonces.erase(i) : std::next(i);
+      if (nonces.size() >= max_nonces)
+        return to_caf_error({ec::runtime_unavailable, "Box cluster gate is busy: too many open challenges"});
+      auto nonce = make_nonce();
+      if (nonce.empty())
+        return to_caf_error({ec::runtime_unavailable, "Box cluster gate cannot make a challenge"});
+      nonces[nonce] = {std::move(id), now};
+      return nonce;
+    },
+    [=](hello_atom, std::string& id, std::string& address, caf::actor& their_router, std::string& nonce,
+        std::string& certificate, std::string& signature) -> caf::result<std::string, caf::actor> {
+      // The challenge: handed out by this gate, for this node id, answered once.
+      auto& nonces = self->state.nonces;
+      auto asked = nonces.find(nonce);
+      bool fresh = asked != nonces.end() && asked->second.first == id
+                   && std::chrono::steady_clock::now() - asked->second.second <= nonce_life;
+      if (asked != nonces.end())
+        nonces.erase(asked);
+      if (!fresh)
+        nonce.clear();
       auto rp = self->make_response_promise<std::string, caf::actor>();
       auto token = ++self->state.next;
       self->state.waiting.emplace(token, gate_state::hello{rp, id, address, their_router});
-      // The registered members are read from etcd on the pool: the gate never blocks.
-      auto job = [nd, id, address] {
+      // The certificate and the registered members are checked on the pool: the gate
+      // never blocks.
+      auto job = [nd, id, address, nonce, ca_file, certificate = std::move(certificate),
+                  signature = std::move(signature)] {
+        std::string why;
+        if (nonce.empty())
+          why = "it answered no challenge of this node's";
+        else if (auto bad = check_hello(ca_file, certificate, id, hello_text(nd->id(), nonce, id, address), signature);
+                 !bad.empty())
+          why = bad;
+        if (!why.empty()) {
+          spdlog::warn("cluster: node {} refused a link from {} at {}: {}", nd->id(), id, address, why);
+          nd->add_refusal({id, address, why});
+          return why;
+        }
         ownership o{nd->options().etcd, nd->options().prefix};
         auto members = o.members();
-        std::string why;
         if (!members)
           why = "etcd cannot tell whether it is a member: " + members.error().message;
         else if (auto i = members->find(id); i == members->end())
@@ -681,6 +729,8 @@ struct runtime::impl {
   caf::actor_system* sys = nullptr;
   std::shared_ptr<linker_signal> signal = std::make_shared<linker_signal>();
   std::shared_ptr<node> nd;
+  /// This node's certificate and key, for its hellos.
+  std::shared_ptr<const router_args> tls;
   router_actor router;
   gate_impl gate;
   std::thread linker;
@@ -706,7 +756,7 @@ struct runtime::impl {
     }
     // Detached: remote_actor has no timeout of its own, and a peer stopped mid-handshake
     // holds it until it resumes or its socket closes.
-    std::thread{[sys = sys, nd = nd, router = router, id, address, attempting = attempting,
+    std::thread{[sys = sys, nd = nd, router = router, tls = tls, id, address, attempting = attempting,
                  attempting_mtx = attempting_mtx, backoffs = backoffs] {
       auto [host, port] = split_address(address);
       std::string why;
@@ -715,8 +765,18 @@ struct runtime::impl {
         why = "cannot link to " + address + ": " + sys->render(gate.error());
       } else {
         caf::scoped_actor s{*sys};
+        std::string nonce;
+        s->request(*gate, hello_timeout, hello_atom_v, nd->id())
+          .receive([&](std::string& n) { nonce = std::move(n); },
+                   [&](caf::error& err) { why = "hello to " + address + " failed: " + from_caf_error(err).message; });
+        // The answer proves this node holds its certificate's key (net/cluster/identity).
+        auto signature = why.empty() ? sign_hello(tls->key, hello_text(id, nonce, nd->id(), nd->options().address))
+                                     : result<std::string>{std::string{}};
+        if (!signature)
+          why = signature.error().message;
+        if (why.empty())
         s->request(*gate, hello_timeout, hello_atom_v, nd->id(), nd->options().address,
-                   caf::actor_cast<caf::actor>(router))
+                   caf::actor_cast<caf::actor>(router), nonce, read_pem(tls->certificate), *signature)
           .receive(
             [&](std::string& their_id, caf::actor& their_router) {
               if (their_id != id)
@@ -804,8 +864,16 @@ result<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, router_a
   };
   auto host = args.listen_host;
   auto port = args.listen_port;
+  auto ca_file = args.ca_file;
+  {
+    router_args files;
+    files.certificate = args.certificate;
+    files.key = args.key;
+    files.ca_file = args.ca_file;
+    im.tls = std::make_shared<const router_args>(std::move(files));
+  }
   im.router = sys.spawn(router_behavior, std::move(args));
-  im.gate = sys.spawn(gate_behavior, im.nd, caf::actor_cast<caf::actor>(im.router), pool);
+  im.gate = sys.spawn(gate_behavior, im.nd, caf::actor_cast<caf::actor>(im.router), pool, ca_file);
   auto published = caf::openssl::publish(caf::actor_cast<gate_actor>(im.gate), port, host.c_str(), true);
   if (!published) {
     caf::anon_send_exit(im.router, caf::exit_reason::user_shutdown);

@@ -34,6 +34,11 @@ struct router_args {
   uint16_t listen_port = 0;
   /// Where uploads forwarded by other nodes are landed (a folder only boxd can write).
   std::string upload_dir;
+  /// This node's TLS files (cluster.tls): a hello is signed with the key and carries the
+  /// certificate; a peer's hello is checked against the CA (net/cluster/identity.hpp).
+  std::string certificate;
+  std::string key;
+  std::string ca_file;
   /// Set by runtime::start: asks the linker to dial again now (a link was lost).
   std::function<void()> relink;
 };
