@@ -7,9 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include <stdlib.h>
-
 #include "net/cluster/identity.hpp"
+#include "tests/backends/temp_dir.hpp"
 
 using namespace boxrt;
 using namespace boxrt::net::cluster;
@@ -19,10 +18,9 @@ namespace {
 
 /// A CA, a second CA, and certificates made with the openssl command line.
 struct pki {
-  fs::path dir;
+  testing::temp_dir tmp;
+  fs::path dir{tmp.str()};
   pki() {
-    char tmpl[] = "/tmp/boxrt-identity-XXXXXX";
-    dir = ::mkdtemp(tmpl);
     ca("ca");
     ca("otherca");
     cert("ca", "n1");
@@ -33,10 +31,6 @@ struct pki {
         "echo 01 > serial && openssl req -newkey rsa:2048 -nodes -subj /CN=n1 -keyout n1-old.key -out n1-old.csr "
         "&& openssl ca -batch -config expired.cnf -cert ca.pem -keyfile ca.key -in n1-old.csr -out n1-old.pem "
         "-startdate 20200101000000Z -enddate 20200102000000Z -notext");
-  }
-  ~pki() {
-    std::error_code err;
-    fs::remove_all(dir, err);
   }
   void run(const std::string& cmd) const {
     auto full = "cd '" + dir.string() + "' && (" + cmd + ") >/dev/null 2>&1";

@@ -7,9 +7,8 @@
 #include <iterator>
 #include <string>
 
-#include <stdlib.h>
-
 #include "net/cluster/upload.hpp"
+#include "tests/backends/temp_dir.hpp"
 
 using namespace boxrt;
 using namespace boxrt::net::cluster;
@@ -17,16 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// A folder of the test's own, removed with it.
 struct scratch {
-  fs::path dir;
-  scratch() {
-    char tmpl[] = "/tmp/boxrt-upload-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-  }
-  ~scratch() {
-    std::error_code err;
-    fs::remove_all(dir, err);
-  }
+  testing::temp_dir tmp;
+  fs::path dir{tmp.str()};
   std::string read(const std::string& path) const {
     std::ifstream in{path, std::ios::binary};
     return {std::istreambuf_iterator<char>{in}, {}};
