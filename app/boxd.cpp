@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <iostream>
 #include <malloc.h>
@@ -111,15 +112,26 @@ int main(int argc, char** argv) {
   logs::use_json(cfg.server.log_json);
 
   // Service managers give a soft descriptor limit of 1024 and a higher hard one: every
-  // connection, sandbox, pipe and quota image needs descriptors, so take the hard limit.
-  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    const auto soft = lim.rlim_cur;
+  // connection, sandbox (about ten each), pipe and quota image needs descriptors, so take
+  // the hard limit; as root, raise the hard limit itself to the kernel's ceiling
+  // (fs.nr_open, at most 1,048,576) first, since a hard limit of 20,000 would cap a host
+  // near 2,000 sandboxes.
+  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    const auto soft = lim.rlim_cur, hard = lim.rlim_max;
+    if (::geteuid() == 0) {
+      rlim_t ceiling = 1048576;
+      if (std::ifstream in{"/proc/sys/fs/nr_open"}; in >> ceiling)
+        ceiling = std::min<rlim_t>(ceiling, 1048576);
+      if (ceiling > lim.rlim_max)
+        lim.rlim_max = ceiling;
+    }
     lim.rlim_cur = lim.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &lim) == 0)
-      spdlog::info("boxd: open file limit raised from {} to {}", soft, lim.rlim_max);
-    else
-      spdlog::warn("boxd: cannot raise the open file limit from {}: {}", soft,
-                   std::strerror(errno));
+    if (lim.rlim_cur != soft || lim.rlim_max != hard) {
+      if (::setrlimit(RLIMIT_NOFILE, &lim) == 0)
+        spdlog::info("boxd: open file limit raised from {} (hard {}) to {}", soft, hard, lim.rlim_max);
+      else
+        spdlog::warn("boxd: cannot raise the open file limit from {} (hard {}): {}", soft, hard, std::strerror(errno));
+    }
   }
 
   for (auto& w : cfg.warnings)
