@@ -1,6 +1,6 @@
 // bwrap's argument list for a sandbox: its namespaces, the read-only system folders, the
 // staged host sources and bounded tmpfs mounts, seccomp from a descriptor, boxrt-init.
-#include "backends/sandbox/detail.hpp"
+#include "backends/sandbox/driver_args.hpp"
 
 namespace boxrt::sandbox_detail {
 
@@ -39,8 +39,9 @@ std::vector<std::string> bwrap_args(const args_input& in) {
   if (in.artifacts_view)
     add({"--bind", staged(), std::string{artifact_mount_root}});
   add({"--bind", staged(), io_in_sandbox});
-  // init is a copy on the sandbox's own root, not a bind of the build folder.
-  add({"--perms", "0555", "--file", std::to_string(child_init_fd), init_in_sandbox});
+  // init: the one copy in the template namespace's own tmpfs (not a bind of the build
+  // folder, whose path would show), shared by every sandbox.
+  add({"--ro-bind", in.init_file, init_in_sandbox});
   // Bounded tmpfs mounts made by the launcher; /dev itself then turns read-only, so
   // the only writable place below it is the bounded /dev/shm.
   for (auto& m : ephemeral_mounts(opts, spec.memory_mb))

@@ -3,7 +3,8 @@
 // built, the staged host sources and bounded tmpfs mounts in the order of bwrap's list,
 // and boxrt-init started from its sealed image, told where its seccomp program waits.
 // nsjail's own limits are off: the launcher's rlimits and the session's cgroup apply.
-#include "backends/sandbox/detail.hpp"
+#include "backends/init/init_protocol.hpp"
+#include "backends/sandbox/driver_args.hpp"
 
 namespace boxrt::sandbox_detail {
 

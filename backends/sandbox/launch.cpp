@@ -27,7 +27,7 @@ unique_fd memfd_with(const char* name, std::string_view data) {
 
 std::vector<std::string> sandbox_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
                                                     bool skills_view, uint32_t uid) const {
-  args_input in{spec, opts_, stage_root_, seccomp_fd, network, skills_view, true, uid};
+  args_input in{spec, opts_, stage_root_, seccomp_fd, network, skills_view, true, uid, impl_->init_file};
   return opts_.driver == sandbox_driver::nsjail ? nsjail_args(in) : bwrap_args(in);
 }
 
@@ -35,6 +35,11 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
   const auto& spec = s.spec;
   const bool has_host = mounts_host_path(spec);
   s.private_dir = opts_.state_dir + "/sessions/" + s.id_;
+  // Its own folder (root's, 0700): the private workspace, the network rules.
+  std::error_code made;
+  fs::create_directories(opts_.state_dir + "/sessions", made);
+  if (::mkdir(s.private_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_box_error(ec::box_error, "cannot create " + s.private_dir + ": " + std::strerror(errno));
   // The uid: the workspace's own (in the uid record, or handed out and recorded now),
   // else one for this session alone. boxd's own probes take a session uid.
   if (has_host && !s.own_paths) {
@@ -106,6 +111,9 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   struct staged_item {
     unique_fd fd;
     unique_fd tree;
+    /// A session's own detached mount (a view, the io folder): attached itself, kept by
+    /// the session.
+    int own_tree = -1;
     std::string path;
     bool dir = true;
     std::string tmpfs;
@@ -139,6 +147,12 @@ box_error sandbox_backend::launch(sandbox_session& s) {
         ::open_tree(fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))));
       if (!item.tree)
         return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
+      // Private: a copy of a shared host mount would join its peer group, so every
+      // mount event of the host under it would visit every sandbox's copy.
+      mount_attr attr{};
+      attr.propagation = MS_PRIVATE;
+      if (::mount_setattr(item.tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+        return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
     }
     item.fd.reset(high_fd(fd.release()));
     items.push_back(std::move(item));
@@ -162,21 +176,25 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     if (auto e = open_source(m.host_path, m.mode, true, s.own_paths ? "" : label, m.mode == mount_mode::rw))
       return e;
   }
-  std::error_code err;
-  // The views: small tmpfs mounts of this session, made shared, so what is mounted into
-  // them later (per exec) appears in the sandbox: skills at <mount_path>/.skills (a
-  // read-only workspace cannot take that mount point, so it gets none), artifacts at
-  // /opt/langbot-artifacts.
+  // The views: small tmpfs mounts of this session, held by descriptor and mounted
+  // nowhere in boxd's namespace: the launch attaches each inside the sandbox, and what
+  // an exec mounts into one later is attached inside the sandbox's own namespace
+  // (mount_in_view): skills at <mount_path>/.skills (a read-only workspace cannot take
+  // that mount point, so it gets none), artifacts at /opt/langbot-artifacts.
+  auto own_item = [&](int root) {
+    staged_item item;
+    item.own_tree = root;
+    items.push_back(std::move(item));
+  };
   auto make_view = [&](mount_view& v, const char* name, std::string target, bool stage = true) -> box_error {
-    auto dir = s.private_dir + "/" + name;
-    fs::create_directories(dir, err);
-    if (err || ::mount("boxrt-view", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=1024,mode=0755") != 0)
-      return make_box_error(ec::box_error, std::string{"cannot prepare the "} + name + " view: " + std::strerror(errno));
-    v.dir = dir;
+    auto root = make_view_root();
+    if (!root)
+      return make_box_error(ec::box_error, std::string{"cannot prepare the "} + name + " view: " + root.error().message);
+    v.root.reset(high_fd(root->release()));
     v.target = std::move(target);
-    if (::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
-      return make_box_error(ec::box_error, std::string{"cannot share the "} + name + " view: " + std::strerror(errno));
-    return stage ? open_source(dir, mount_mode::ro, false) : box_error{};
+    if (stage)
+      own_item(v.root.get());
+    return {};
   };
   // A warm sandbox gets its skills view with its workspace, when it is adopted: the
   // workspace's mount would cover one made now.
@@ -189,16 +207,14 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // The sandbox uid owns it (0700); boxd reaches it as root. It is a tiny tmpfs, so
   // the sandbox cannot fill the state directory's disk through it.
   {
-    auto io = s.private_dir + "/io";
-    fs::create_directories(io, err);
     auto options = "size=1m,nr_inodes=4096,mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
-    if (err || ::mount("boxrt-io", io.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0)
-      return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
-    s.io_dir = io; // from here on end_sandbox unmounts it
-    if (!make_fifo(io + "/ctl.req", uid, gid) || !make_fifo(io + "/ctl.rep", uid, gid))
-      return make_box_error(ec::box_error, "cannot prepare the io folder " + io);
-    if (auto e = open_source(io, mount_mode::rw, false))
-      return e;
+    auto io = detached_tmpfs(options, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (!io)
+      return make_box_error(ec::box_error, "cannot prepare the io folder: " + io.error().message);
+    s.io = std::make_shared<unique_fd>(high_fd(io->release()));
+    if (!make_fifo(s.io->get(), "ctl.req", uid, gid) || !make_fifo(s.io->get(), "ctl.rep", uid, gid))
+      return make_box_error(ec::box_error, std::string{"cannot prepare the io folder: "} + std::strerror(errno));
+    own_item(s.io->get());
   }
   // The bounded tmpfs mounts follow the sources (see build_args).
   for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
@@ -238,7 +254,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   }
 
   const bool nsjail = opts_.driver == sandbox_driver::nsjail;
-  auto args = build_args(spec, child_seccomp_fd, network, !s.skills.dir.empty() && !s.pooled, uid);
+  auto args = build_args(spec, child_seccomp_fd, network, s.skills.root && !s.pooled, uid);
   // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
   // nsjail's take ':' as their separator, so a path holding one is refused there.
   for (size_t i = 1; i < args.size(); ++i) {
@@ -299,24 +315,25 @@ box_error sandbox_backend::launch(sandbox_session& s) {
 
   // Staging: the driver cannot reach a source whose parent folders the sandbox uid may
   // not traverse (a 0700 data folder, say; nsjail binds after it entered the sandbox's
-  // user namespace), nor take a detached mount copy by descriptor. So the launcher, still root, makes itself a
-  // mount namespace of its own (a slave: mounts from the host, such as skills, still
-  // arrive; nothing goes back), mounts a tmpfs on the staging folder there and attaches
-  // each source to <stage>/<n> (tenant sources as detached mount copies taken above,
-  // boxd's own folders by path) and mounts the bounded tmpfs ones; bwrap binds from
+  // user namespace), nor take a detached mount by descriptor. So the launcher, still
+  // root, makes itself a private copy of the template namespace (the host's system
+  // mounts only: never boxd's own table, which grows with every sandbox and tenant),
+  // mounts a tmpfs on the staging folder there and attaches each source to <stage>/<n>
+  // (tenant sources as detached mount copies taken above, the session's views and io
+  // folder as themselves) and mounts the bounded tmpfs ones; the driver binds from
   // those. Nothing of this is visible on the host, and it all goes when the sandbox ends.
   std::vector<std::string> stage_to;
-  std::vector<const char*> stage_from, stage_tmpfs;
+  std::vector<const char*> stage_tmpfs;
   std::vector<int> stage_tree;
   std::vector<char> stage_is_dir;
   for (size_t i = 0; i < items.size(); ++i) {
     stage_to.push_back(stage_root_ + "/" + std::to_string(i));
-    stage_from.push_back(items[i].path.c_str());
     stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
-    stage_tree.push_back(items[i].tree.get());
+    stage_tree.push_back(items[i].tree ? items[i].tree.get() : items[i].own_tree);
     stage_is_dir.push_back(items[i].dir ? 1 : 0);
   }
   auto stage_root = stage_root_;
+  const int template_ns = impl_->template_ns.get();
 
   int in_pipe[2], out_pipe[2], err_pipe[2], info_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0
@@ -364,7 +381,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       ::setrlimit(RLIMIT_NPROC, &procs);
     }
     ::setsid();
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0
+    if (::setns(template_ns, CLONE_NEWNS) != 0 || ::unshare(CLONE_NEWNS) != 0
         || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
       die("sandbox launcher: cannot prepare the staging mounts");
     for (size_t i = 0; i < stage_to.size(); ++i) {
@@ -378,13 +395,11 @@ box_error sandbox_backend::launch(sandbox_session& s) {
         ::close(f);
       }
       // A tenant's source arrives as the detached copy taken in boxd (no path lookup
-      // here, so nothing can be swapped in between); boxd's own folders by path; the
-      // bounded tmpfs mounts are made here.
+      // here, so nothing can be swapped in between), the session's views and io folder
+      // as their own detached mounts; the bounded tmpfs mounts are made here.
       bool staged = stage_tmpfs[i] != nullptr
                       ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, stage_tmpfs[i]) == 0
-                    : stage_tree[i] >= 0
-                      ? ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0
-                      : ::mount(stage_from[i], stage_to[i].c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+                      : ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
       if (!staged)
         die("sandbox launcher: cannot stage a mount source");
     }
@@ -471,13 +486,11 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   s.ns_pid = nsjail ? only_child_of(pid) : child_pid_of(read_available(info_read.get()));
   if (s.ns_pid > 0)
     s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
-  if (nsjail || s.pooled) {
-    // nsjail: views take their mounts in there; a warm sandbox: its workspace, later.
-    if (s.ns_pid > 0)
-      s.mnt_ns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
-    if (!s.ns_pidfd || !s.mnt_ns || s.died())
-      return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
-  }
+  // The views take their per-exec mounts in there, a warm sandbox its workspace later.
+  if (s.ns_pid > 0)
+    s.mnt_ns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!s.ns_pidfd || !s.mnt_ns || s.died())
+    return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
   // bwrap's errors matter only while it starts. nsjail keeps its end: it may log
   // (quietly, a few lines) until it exits, and a closed pipe would kill it with SIGPIPE.
   // Nothing inside can reach that pipe: the jail's pid 1 holds no descriptor and init
@@ -486,12 +499,12 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     s.errors.reset();
   // init opened both control FIFOs before it said ready, so neither open blocks; once
   // boxd holds its ends the names go, so no command can open the channel itself.
-  s.ctl_req.reset(high_fd(::open((s.io_dir + "/ctl.req").c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
-  s.ctl_rep.reset(high_fd(::open((s.io_dir + "/ctl.rep").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  s.ctl_req.reset(high_fd(::openat(s.io->get(), "ctl.req", O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  s.ctl_rep.reset(high_fd(::openat(s.io->get(), "ctl.rep", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
   if (!s.ctl_req || !s.ctl_rep)
     return make_box_error(ec::box_error, s.what() + " has no control channel");
-  ::unlink((s.io_dir + "/ctl.req").c_str());
-  ::unlink((s.io_dir + "/ctl.rep").c_str());
+  ::unlinkat(s.io->get(), "ctl.req", 0);
+  ::unlinkat(s.io->get(), "ctl.rep", 0);
   // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
   ::fcntl(s.to_init.get(), F_SETFL, ::fcntl(s.to_init.get(), F_GETFL) | O_NONBLOCK);
   if (network) {

@@ -275,35 +275,27 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
     if (!copy)
       return copy.error();
     ws = std::move(copy.value());
-    // nosuid and nodev as bwrap's and nsjail's binds; a slave, as the normal start's copy
-    // is (through the launcher's slave namespace): a copy of a shared host mount would
-    // otherwise be the host's peer, and what goes onto it inside (the skills view, the
-    // skills nsjail attaches per exec) would appear on the host too.
+    // nosuid and nodev as bwrap's and nsjail's binds; private, as the normal start's
+    // copy is: a copy of a shared host mount would otherwise be the host's peer, and
+    // what goes onto it inside (the skills view, the skills attached per exec) would
+    // appear on the host too.
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    attr.propagation = MS_SLAVE;
+    attr.propagation = MS_PRIVATE;
     if (::mount_setattr(ws.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return fail("restrict the workspace mount", errno);
   }
-  // The skills view: a copy of the session's shared tmpfs, made a slave of it, so what
-  // boxd mounts there per exec (bwrap: on the host side) arrives and nothing goes back.
-  unique_fd view{::open(s.skills.dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
-  unique_fd sk;
-  if (view)
-    sk.reset(static_cast<int>(::open_tree(view.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)));
-  if (!sk)
-    return fail("copy the skills view", errno);
-  mount_attr slave{};
-  slave.propagation = MS_SLAVE;
-  if (::mount_setattr(sk.get(), "", AT_EMPTY_PATH, &slave, sizeof slave) != 0)
-    return fail("copy the skills view", errno);
+  // The skills view: the session's own detached tmpfs (made at the launch, not bound
+  // then), attached itself; boxd keeps its root to make mount points on it.
+  if (!s.skills.root)
+    return fail("find the warm sandbox's skills view", ENOENT);
   // The placeholder the sandbox shows at the mount path: the session's own folder. The
   // workspace goes exactly there, found without following links.
   struct stat placeholder{};
   if (::stat((s.private_dir + "/workspace").c_str(), &placeholder) != 0)
     return fail("find the warm sandbox's workspace", errno);
   const auto target = spec.mount_path;
-  const int ws_fd = ws.get(), sk_fd = sk.get();
+  const int ws_fd = ws.get(), sk_fd = s.skills.root.get();
   int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
     int at = open_dir_no_links(AT_FDCWD, target);
     struct stat here{};

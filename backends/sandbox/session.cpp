@@ -18,9 +18,9 @@ std::vector<std::string> sandbox_env(const std::map<std::string, std::string>& e
   return out;
 }
 
-bool make_fifo(const std::string& path, uint32_t uid, uint32_t gid) {
-  ::unlink(path.c_str());
-  return ::mkfifo(path.c_str(), 0600) == 0 && ::lchown(path.c_str(), uid, gid) == 0;
+bool make_fifo(int dir, const std::string& name, uint32_t uid, uint32_t gid) {
+  ::unlinkat(dir, name.c_str(), 0);
+  return ::mkfifoat(dir, name.c_str(), 0600) == 0 && ::fchownat(dir, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 std::string find_on_path(const std::string& name) {
@@ -176,23 +176,12 @@ result<unique_fd> detached_copy(int source, const std::string& shown, bool ro) {
   unique_fd tree{static_cast<int>(::open_tree(source, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))};
   if (!tree)
     return make_box_error(ec::box_error, "cannot mount " + shown + ": " + std::strerror(errno));
-  if (ro) {
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-      return make_box_error(ec::box_error, "cannot make " + shown + " read-only: " + std::strerror(errno));
-  }
+  mount_attr attr{};
+  attr.attr_set = ro ? MOUNT_ATTR_RDONLY : 0;
+  attr.propagation = MS_PRIVATE;
+  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    return make_box_error(ec::box_error, "cannot make " + shown + " read-only: " + std::strerror(errno));
   return tree;
-}
-
-box_error attach_bind(int source, const std::string& shown, const std::string& target, bool ro) {
-  auto copy = detached_copy(source, shown, ro);
-  if (!copy)
-    return copy.error();
-  int tree = copy->get();
-  if (::move_mount(tree, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
-    return make_box_error(ec::box_error, "cannot mount " + shown + " at " + target + ": " + std::strerror(errno));
-  return {};
 }
 
 bool unmount_and_remove(const std::string& dir) {

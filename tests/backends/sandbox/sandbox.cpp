@@ -440,6 +440,55 @@ BOOST_FIXTURE_TEST_CASE(readiness_reports_what_the_probe_sandbox_shows, driver_f
     BOOST_TEST(r.details.at(key), key);
 }
 
+namespace {
+
+/// The mount table of the calling process's namespace (boxd's, in these tests).
+std::string own_mounts() {
+  std::ifstream in{"/proc/self/mountinfo"};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+size_t lines(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+} // namespace
+
+// A sandbox's mounts live in the sandbox alone: starting sandboxes adds nothing to boxd's
+// namespace (which every launch used to copy, so each start and each sandbox cost more
+// with every live one), and a per-exec mount of one session appears neither there nor
+// in another sandbox.
+BOOST_FIXTURE_TEST_CASE(no_sandbox_mount_reaches_boxds_namespace_or_another_sandbox, driver_fixture) {
+  auto skills = root + "/skills-apart";
+  fs::create_directories(skills + "/gamma-4721");
+  std::ofstream{skills + "/gamma-4721/SKILL.md"} << "skill gamma";
+  std::ofstream{skills + "/manifest.json"} << "{}";
+  const auto before = lines(own_mounts());
+  auto a = spec("apart-a");
+  auto b = spec("apart-b");
+  auto sa = start(a);
+  auto sb = start(b);
+  const auto b_before = run(*sb, b, "cat /proc/self/mountinfo").stdout_text;
+  auto with = a;
+  with.extra_mounts = {mount_spec{skills + "/gamma-4721", "/workspace/.skills/gamma-4721", mount_mode::ro},
+                       mount_spec{skills + "/gamma-4721", "/opt/langbot-artifacts/" + std::string(64, 'c'),
+                                  mount_mode::ro, "sha256:" + std::string(64, 'c'), skills + "/manifest.json"}};
+  auto r = run(*sa, with, "cat /workspace/.skills/gamma-4721/SKILL.md /opt/langbot-artifacts/c*/SKILL.md; "
+                          "grep -c gamma-4721 /proc/self/mountinfo");
+  BOOST_TEST(r.stdout_text == "skill gammaskill gamma2", r.stdout_text + r.stderr_text);
+  // boxd's namespace: not one mount more than before two sandboxes started.
+  auto now = own_mounts();
+  BOOST_TEST(lines(now) == before, now);
+  BOOST_TEST(now.find("gamma-4721") == std::string::npos);
+  // The other sandbox: its table is what it was.
+  BOOST_TEST(run(*sb, b, "cat /proc/self/mountinfo").stdout_text == b_before);
+  // Dropped with the next exec that does not ask for it.
+  BOOST_TEST(run(*sa, a, "grep -c gamma-4721 /proc/self/mountinfo").stdout_text == "0");
+  backend->stop_session(*sa);
+  backend->stop_session(*sb);
+  BOOST_TEST(lines(own_mounts()) == before);
+}
+
 BOOST_FIXTURE_TEST_CASE(skills_come_and_go_per_exec_in_the_same_sandbox, driver_fixture) {
   auto skills = root + "/skills-store";
   for (auto name : {"alpha", "beta"}) {
@@ -806,11 +855,9 @@ BOOST_FIXTURE_TEST_CASE(an_exit_code_recorded_before_teardown_survives_it, drive
   auto p = start_managed(*backend, *session, "sh", {"-c", "exit 9"});
   BOOST_REQUIRE(testing::wait_eof(p->stdout_fd()));
   // Nobody asked for the code yet: teardown reads what init recorded before the io
-  // folder goes.
-  auto exit_file = opts.state_dir + "/sessions/" + session->id() + "/io/p1.exit";
-  BOOST_REQUIRE(testing::eventually([&] { return fs::exists(exit_file); }));
+  // folder goes. The io folder is mounted only inside the sandbox: looked at from there.
+  BOOST_REQUIRE(testing::eventually([&] { return run(*session, s, "cat /.boxrt/io/p1.exit").stdout_text == "9"; }));
   backend->stop_session(*session);
-  BOOST_TEST(!fs::exists(exit_file));
   BOOST_TEST(testing::code_of(*p) == 9);
 }
 
