@@ -112,25 +112,33 @@ int main(int argc, char** argv) {
   logs::use_json(cfg.server.log_json);
 
   // Service managers give a soft descriptor limit of 1024 and a higher hard one: every
-  // connection, sandbox (about ten each), pipe and quota image needs descriptors, so take
+  // connection, sandbox (six each), pipe and quota image needs descriptors, so take
   // the hard limit; as root, raise the hard limit itself to the kernel's ceiling
   // (fs.nr_open, at most 1,048,576) first, since a hard limit of 20,000 would cap a host
   // near 2,000 sandboxes.
   if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
-    const auto soft = lim.rlim_cur, hard = lim.rlim_max;
-    if (::geteuid() == 0) {
-      rlim_t ceiling = 1048576;
-      if (std::ifstream in{"/proc/sys/fs/nr_open"}; in >> ceiling)
-        ceiling = std::min<rlim_t>(ceiling, 1048576);
-      if (ceiling > lim.rlim_max)
-        lim.rlim_max = ceiling;
+    rlim_t ceiling = 1048576;
+    if (std::ifstream in{"/proc/sys/fs/nr_open"}; in >> ceiling)
+      ceiling = std::min<rlim_t>(ceiling, 1048576);
+    if (::geteuid() == 0 && lim.rlim_max < ceiling) {
+      const rlimit up{ceiling, ceiling};
+      if (::setrlimit(RLIMIT_NOFILE, &up) == 0) {
+        spdlog::info("boxd: open file limit raised from {} to {} (the hard limit from {})", lim.rlim_cur, ceiling,
+                     lim.rlim_max);
+        lim = up;
+      } else {
+        spdlog::warn("boxd: cannot raise the hard open file limit from {} to {}: {} (without CAP_SYS_RESOURCE, "
+                     "each live sandbox's descriptors count against it)",
+                     lim.rlim_max, ceiling, std::strerror(errno));
+      }
     }
-    lim.rlim_cur = lim.rlim_max;
-    if (lim.rlim_cur != soft || lim.rlim_max != hard) {
+    if (lim.rlim_cur < lim.rlim_max) {
+      const auto soft = lim.rlim_cur;
+      lim.rlim_cur = lim.rlim_max;
       if (::setrlimit(RLIMIT_NOFILE, &lim) == 0)
-        spdlog::info("boxd: open file limit raised from {} (hard {}) to {}", soft, hard, lim.rlim_max);
+        spdlog::info("boxd: open file limit raised from {} to {}", soft, lim.rlim_max);
       else
-        spdlog::warn("boxd: cannot raise the open file limit from {} (hard {}): {}", soft, hard, std::strerror(errno));
+        spdlog::warn("boxd: cannot raise the open file limit from {}: {}", soft, std::strerror(errno));
     }
   }
 

@@ -34,11 +34,13 @@ std::vector<std::string> bwrap_args(const args_input& in) {
       continue;
     add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
   }
+  // The session's own file system: the views' folders and the io folder.
+  auto session = staged();
   if (in.skills_view)
-    add({"--bind", staged(), spec.mount_path + "/.skills"});
+    add({"--bind", session + "/skills", spec.mount_path + "/.skills"});
   if (in.artifacts_view)
-    add({"--bind", staged(), std::string{artifact_mount_root}});
-  add({"--bind", staged(), io_in_sandbox});
+    add({"--bind", session + "/artifacts", std::string{artifact_mount_root}});
+  add({"--bind", session + "/io", io_in_sandbox});
   // init: the one copy in the template namespace's own tmpfs (not a bind of the build
   // folder, whose path would show), shared by every sandbox.
   add({"--ro-bind", in.init_file, init_in_sandbox});

@@ -49,11 +49,13 @@ std::vector<std::string> nsjail_args(const args_input& in) {
       continue;
     bind(m.mode != mount_mode::ro, staged(), m.mount_path);
   }
+  // The session's own file system: the views' folders and the io folder.
+  auto session = staged();
   if (in.skills_view)
-    bind(true, staged(), spec.mount_path + "/.skills");
+    bind(true, session + "/skills", spec.mount_path + "/.skills");
   if (in.artifacts_view)
-    bind(true, staged(), std::string{artifact_mount_root});
-  bind(true, staged(), io_in_sandbox);
+    bind(true, session + "/artifacts", std::string{artifact_mount_root});
+  bind(true, session + "/io", io_in_sandbox);
   for (auto& m : ephemeral_mounts(opts, spec.memory_mb))
     bind(true, staged(), m.target);
   add({"--env", std::string{"PATH="} + sandbox_path});

@@ -368,7 +368,7 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
                                      const std::string& what) {
   if (want == view.mounted)
     return {};
-  if (!view.root)
+  if (view.sub.empty() || !s.fs_root)
     return make_box_error(ec::box_error, what + " mounts need a writable workspace in this session");
   // Only what this exec asks for stays visible.
   for (auto it = view.mounted.begin(); it != view.mounted.end();) {
@@ -420,9 +420,11 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
 
 box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v, int source, const mount_spec& m,
                                          const std::string& name) {
-  // The mount point, made on the view through its root (the view is root's, read-only
-  // for the sandbox uid, so nothing inside can plant a link there).
-  if (::mkdirat(v.root.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
+  // The mount point, made on the view through the session file system's root (the view
+  // is root's, read-only for the sandbox uid, so nothing inside can plant a link there).
+  const int root = s.fs_root->get();
+  const auto point = v.sub + "/" + name;
+  if (::mkdirat(root, point.c_str(), 0755) != 0 && errno != EEXIST)
     return make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno));
   // The mount is attached inside the sandbox's own mount namespace, on both drivers: a
   // detached copy taken here, moved there onto the mount point the view's new folder
@@ -431,14 +433,14 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
   // namespace or another sandbox.
   auto tree = detached_copy(source, m.host_path, m.mode == mount_mode::ro);
   struct stat view{};
-  if (!tree || ::fstat(v.root.get(), &view) != 0) {
-    ::unlinkat(v.root.get(), name.c_str(), AT_REMOVEDIR);
+  if (!tree || ::fstat(root, &view) != 0) {
+    ::unlinkat(root, point.c_str(), AT_REMOVEDIR);
     return tree ? make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno))
                 : tree.error();
   }
   auto inside = v.target + "/" + name;
   int tree_fd = tree->get();
-  int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
+  int rc = in_mount_namespace(s.ns_pidfd.get(), [&] {
     int at = open_dir_no_links(AT_FDCWD, inside);
     struct stat st{};
     if (at < 0 || ::fstat(at, &st) != 0)
@@ -450,20 +452,21 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
     return 0;
   });
   if (rc != 0) {
-    ::unlinkat(v.root.get(), name.c_str(), AT_REMOVEDIR);
+    ::unlinkat(root, point.c_str(), AT_REMOVEDIR);
     return make_box_error(ec::box_error, "cannot mount " + m.host_path + " at " + inside + ": " + std::strerror(rc));
   }
   return {};
 }
 
 void sandbox_backend::unmount_from_view(sandbox_session& s, const mount_view& v, const std::string& name) {
-  if (s.mnt_ns) {
+  if (s.ns_pidfd) {
     auto inside = v.target + "/" + name;
-    in_mount_namespace(s.mnt_ns.get(), [&] {
+    in_mount_namespace(s.ns_pidfd.get(), [&] {
       return ::umount2(inside.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
     });
   }
-  ::unlinkat(v.root.get(), name.c_str(), AT_REMOVEDIR);
+  if (s.fs_root)
+    ::unlinkat(s.fs_root->get(), (v.sub + "/" + name).c_str(), AT_REMOVEDIR);
 }
 
 result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(backend_session& session,
@@ -482,11 +485,11 @@ result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(
         return e;
   }
   std::shared_lock state{s->sandbox_mtx};
-  if (!s->io || !s->alive())
+  if (!s->fs_root || !s->alive())
     return make_box_error(ec::box_error, s->what() + " is not running");
   auto name = "p" + std::to_string(++s->process_seq);
-  const int io = s->io->get();
-  auto path = [&](const char* suffix) { return name + suffix; };
+  const int io = s->fs_root->get();
+  auto path = [&](const char* suffix) { return "io/" + name + suffix; };
   int in_rw = -1, out = -1, err = -1;
   auto cleanup = [&] {
     close_fd(in_rw);
@@ -532,7 +535,7 @@ result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(
   close_fd(in_rw);
   for (const char* suffix : {".in", ".out", ".err"})
     ::unlinkat(io, path(suffix).c_str(), 0); // both ends are open; the names are not needed
-  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, s->io, in, out, err);
+  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, s->fs_root, in, out, err);
   s->add_process(p);
   spdlog::debug("{}: managed process {} started in {} as {} (pid {} inside)", this->name(), spec.process_id, s->id(), name,
                 reply->pid);

@@ -121,10 +121,11 @@ box_error mount_targets_error(const box_spec& spec);
 
 
 
-/// Runs `fn` in a forked child that joined the mount namespace `mnt_ns` (setns needs a
-/// single-threaded caller); its result is fn's (an errno value, 0 for success), or
-/// the errno of the join. Blocking: pool only.
-int in_mount_namespace(int mnt_ns, const std::function<int()>& fn);
+/// Runs `fn` in a forked child that joined the mount namespace of the process `pidfd`
+/// refers to (setns needs a single-threaded caller); its result is fn's (an errno value,
+/// 0 for success), or the errno of the join (ESRCH once that process is gone). Blocking:
+/// pool only.
+int in_mount_namespace(int pidfd, const std::function<int()>& fn);
 
 /// True when the spec's host path is mounted as the workspace (one is set and its mode
 /// is not none); else the session's own folder is the workspace.
@@ -144,9 +145,12 @@ bool within(const std::string& p, const std::string& base);
 /// deep. Skill mounts come and go per exec without a new sandbox (see docs/sandbox.md).
 std::string skill_mount_name(const box_spec& spec, const mount_spec& m);
 
-/// The root of a new view: a small tmpfs mounted nowhere yet (see mount_view).
-inline result<unique_fd> make_view_root() {
-  return detached_tmpfs("size=64k,nr_inodes=1024,mode=0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+/// A session's own file system: one small tmpfs, mounted nowhere in boxd's namespace,
+/// holding the views' folders (`skills`, `artifacts`, root's) and the io folder (`io`, the
+/// sandbox uid's, 0700), each bound where the sandbox shows it. One per sandbox, not
+/// three: every file system instance costs the kernel memory per memory cgroup.
+inline result<unique_fd> make_session_fs() {
+  return detached_tmpfs("size=1216k,nr_inodes=6144,mode=0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 }
 
 /// A detached copy of the mount tree at `source`, read-only from the start when `ro`,
@@ -196,13 +200,13 @@ using namespace sandbox_detail;
 
 // -- session ----------------------------------------------------------------------------
 
-/// A view of per-exec mounts: a small tmpfs of the session, bound at `target` inside the
-/// sandbox and mounted nowhere on the host, holding one mount point per name. boxd
-/// makes the mount points through `root` and attaches each mount inside the sandbox's
-/// own namespace (mount_in_view), on both drivers: nothing of it is in boxd's namespace
-/// or in any copy of it.
+/// A view of per-exec mounts: a folder `sub` of the session's file system (make_session_fs),
+/// bound at `target` inside the sandbox and mounted nowhere on the host, holding one
+/// mount point per name. boxd makes the mount points through the file system's root and
+/// attaches each mount inside the sandbox's own namespace (mount_in_view), on both
+/// drivers: nothing of it is in boxd's namespace or in any copy of it.
 struct mount_view {
-  unique_fd root;     // none = the sandbox has none
+  std::string sub;    // "" = the sandbox has none
   std::string target;
   /// Name -> what is mounted there now.
   std::map<std::string, mount_spec> mounted;
@@ -244,7 +248,6 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   bool adopt_driver(pid_t p) {
     std::lock_guard lock{kill_mtx_};
     pid = p;
-    pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
     if (interrupted_)
       kill_driver();
     return !interrupted_;
@@ -262,18 +265,18 @@ class sandbox_session final : public backend_session, public std::enable_shared_
     kill_driver();
   }
 
-  /// True once the sandbox's driver process has exited (its pidfd is readable): it was
-  /// killed, or init died and took it along. Non-blocking.
+  /// True once the sandbox's driver process has exited (it was killed, or init died and
+  /// took it along) or its reaper has. Non-blocking.
   bool died() const {
     if (pid <= 0)
       return true;
-    // The driver, or the sandbox's reaper (pid 1 inside), which ends with init.
-    for (auto* fd : {&pidfd, &ns_pidfd}) {
-      pollfd p{fd->get(), POLLIN, 0};
-      if (*fd && ::poll(&p, 1, 0) > 0)
-        return true;
-    }
-    return false;
+    // The driver is boxd's child and is reaped only by end_sandbox: looked at, not reaped.
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
+      return true;
+    // The sandbox's reaper (pid 1 inside), which ends with init.
+    pollfd p{ns_pidfd.get(), POLLIN, 0};
+    return ns_pidfd && ::poll(&p, 1, 0) > 0;
   }
 
   /// Ends the sandbox itself and what each launch makes (processes, pipes, cgroup,
@@ -284,15 +287,14 @@ class sandbox_session final : public backend_session, public std::enable_shared_
     to_init.reset(); // boxrt-init exits on end of input
     kill_sandbox(false);
     if (pid > 0) {
+      // Reaped under the lock kill_driver signals under, so its pid is never a reused one.
+      std::lock_guard lock{kill_mtx_};
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
-      std::lock_guard lock{kill_mtx_};
       pid = -1;
-      pidfd.reset();
     }
     ns_pid = -1;
     ns_pidfd.reset();
-    mnt_ns.reset();
     from_init.reset();
     errors.reset();
     {
@@ -309,9 +311,9 @@ class sandbox_session final : public backend_session, public std::enable_shared_
       group.reset();
     }
     // The views and the io folder were mounted only inside the sandbox, which is gone.
-    skills.root.reset();
-    artifacts.root.reset();
-    io.reset();
+    fs_root.reset();
+    skills.sub.clear();
+    artifacts.sub.clear();
     skills.mounted.clear();
     artifacts.mounted.clear();
   }
@@ -368,15 +370,12 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   bool own_paths = false;
   std::atomic<bool> alive_{true};
   std::atomic<bool> interrupted_{false};
-  /// The driver process (bwrap or nsjail, a child of boxd) and a pidfd of it.
+  /// The driver process (bwrap or nsjail, a child of boxd, reaped by end_sandbox only).
   pid_t pid = -1;
-  unique_fd pidfd;
   /// The sandbox's first process as the host sees it (bwrap's --info-fd child-pid,
   /// nsjail's one child): the way into its namespaces.
   pid_t ns_pid = -1;
   unique_fd ns_pidfd;
-  /// The sandbox's mount namespace (nsjail: views take their mounts in it, see mount_in_view).
-  unique_fd mnt_ns;
   unique_fd to_init;
   unique_fd from_init;
   unique_fd errors;
@@ -414,9 +413,10 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// exclusive for those two, shared for a managed-process start beside an exec.
   std::shared_mutex sandbox_mtx;
 
-  /// The io folder bound at /.boxrt/io: the root of its tmpfs, mounted only inside the
-  /// sandbox (none = no sandbox). Shared with the managed processes (their exit files).
-  std::shared_ptr<unique_fd> io;
+  /// The root of the session's file system (make_session_fs): the views' folders and the
+  /// io folder `io` bound at /.boxrt/io, mounted only inside the sandbox (none = no
+  /// sandbox). Shared with the managed processes (their exit files).
+  std::shared_ptr<unique_fd> fs_root;
   /// boxrt-init's control FIFOs (host ends), guarded by ctl_mtx; one request at a time.
   std::mutex ctl_mtx;
   unique_fd ctl_req;
@@ -439,12 +439,10 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   void sandbox_ended();
 
  private:
-  /// SIGKILL to the driver through its pidfd (never a pid that may have been reused
-  /// since it was reaped). Called with kill_mtx_ held.
+  /// SIGKILL to the driver: boxd's child, reaped only under kill_mtx_, which is held
+  /// here, so the pid is still the driver's (a zombie at worst).
   void kill_driver() {
-    if (pidfd)
-      ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
-    else if (pid > 0)
+    if (pid > 0)
       ::kill(pid, SIGKILL);
   }
 
@@ -464,7 +462,7 @@ class sandbox_managed_process final : public fd_managed_process {
   sandbox_managed_process(std::weak_ptr<sandbox_session> session, std::string name, std::shared_ptr<unique_fd> io,
                         int in_fd, int out_fd, int err_fd)
     : fd_managed_process{in_fd, out_fd, err_fd}, session_{std::move(session)}, name_{std::move(name)},
-      io_{std::move(io)}, exit_name_{name_ + ".exit"} {}
+      io_{std::move(io)}, exit_name_{"io/" + name_ + ".exit"} {}
 
   ~sandbox_managed_process() override {
     if (!exit_code())
@@ -539,7 +537,8 @@ class sandbox_managed_process final : public fd_managed_process {
 
   std::weak_ptr<sandbox_session> session_;
   std::string name_;
-  /// The io folder the process's sandbox had (held: its exit file outlives a revive).
+  /// The session file system the process's sandbox had (held: its exit file outlives a
+  /// revive).
   std::shared_ptr<unique_fd> io_;
   std::string exit_name_;
   std::atomic<bool> ended_{false};

@@ -111,8 +111,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   struct staged_item {
     unique_fd fd;
     unique_fd tree;
-    /// A session's own detached mount (a view, the io folder): attached itself, kept by
-    /// the session.
+    /// The session's own detached file system (views, io folder): attached itself, its
+    /// root kept by the session.
     int own_tree = -1;
     std::string path;
     bool dir = true;
@@ -176,45 +176,32 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     if (auto e = open_source(m.host_path, m.mode, true, s.own_paths ? "" : label, m.mode == mount_mode::rw))
       return e;
   }
-  // The views: small tmpfs mounts of this session, held by descriptor and mounted
-  // nowhere in boxd's namespace: the launch attaches each inside the sandbox, and what
-  // an exec mounts into one later is attached inside the sandbox's own namespace
-  // (mount_in_view): skills at <mount_path>/.skills (a read-only workspace cannot take
-  // that mount point, so it gets none), artifacts at /opt/langbot-artifacts.
-  auto own_item = [&](int root) {
+  // The session's own file system, held by descriptor and mounted nowhere in boxd's
+  // namespace: the launch attaches it inside the sandbox, where its folders show as the
+  // views, skills at <mount_path>/.skills (a read-only workspace cannot take that mount
+  // point, so it gets none) and artifacts at /opt/langbot-artifacts, and as the io
+  // folder (managed-process FIFOs and exit files, init's control FIFOs; the sandbox
+  // uid's, 0700; boxd reaches it as root through the root). What an exec mounts into a
+  // view later is attached inside the sandbox's own namespace (mount_in_view).
+  {
+    auto made = make_session_fs();
+    if (!made)
+      return make_box_error(ec::box_error, "cannot prepare the session's folders: " + made.error().message);
+    s.fs_root = std::make_shared<unique_fd>(high_fd(made->release()));
+    const int root = s.fs_root->get();
+    if (::mkdirat(root, "skills", 0755) != 0 || ::mkdirat(root, "artifacts", 0755) != 0
+        || ::mkdirat(root, "io", 0700) != 0 || ::fchownat(root, "io", uid, gid, AT_SYMLINK_NOFOLLOW) != 0
+        || !make_fifo(root, "io/ctl.req", uid, gid) || !make_fifo(root, "io/ctl.rep", uid, gid))
+      return make_box_error(ec::box_error, std::string{"cannot prepare the session's folders: "} + std::strerror(errno));
     staged_item item;
     item.own_tree = root;
     items.push_back(std::move(item));
-  };
-  auto make_view = [&](mount_view& v, const char* name, std::string target, bool stage = true) -> box_error {
-    auto root = make_view_root();
-    if (!root)
-      return make_box_error(ec::box_error, std::string{"cannot prepare the "} + name + " view: " + root.error().message);
-    v.root.reset(high_fd(root->release()));
-    v.target = std::move(target);
-    if (stage)
-      own_item(v.root.get());
-    return {};
-  };
-  // A warm sandbox gets its skills view with its workspace, when it is adopted: the
-  // workspace's mount would cover one made now.
-  if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro)
-    if (auto e = make_view(s.skills, "skills", spec.mount_path + "/.skills", !s.pooled))
-      return e;
-  if (auto e = make_view(s.artifacts, "artifacts", std::string{artifact_mount_root}))
-    return e;
-  // The io folder: managed-process FIFOs and exit files, and init's control FIFOs.
-  // The sandbox uid owns it (0700); boxd reaches it as root. It is a tiny tmpfs, so
-  // the sandbox cannot fill the state directory's disk through it.
-  {
-    auto options = "size=1m,nr_inodes=4096,mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
-    auto io = detached_tmpfs(options, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-    if (!io)
-      return make_box_error(ec::box_error, "cannot prepare the io folder: " + io.error().message);
-    s.io = std::make_shared<unique_fd>(high_fd(io->release()));
-    if (!make_fifo(s.io->get(), "ctl.req", uid, gid) || !make_fifo(s.io->get(), "ctl.rep", uid, gid))
-      return make_box_error(ec::box_error, std::string{"cannot prepare the io folder: "} + std::strerror(errno));
-    own_item(s.io->get());
+    if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
+      s.skills.sub = "skills";
+      s.skills.target = spec.mount_path + "/.skills";
+    }
+    s.artifacts.sub = "artifacts";
+    s.artifacts.target = std::string{artifact_mount_root};
   }
   // The bounded tmpfs mounts follow the sources (see build_args).
   for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
@@ -254,7 +241,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   }
 
   const bool nsjail = opts_.driver == sandbox_driver::nsjail;
-  auto args = build_args(spec, child_seccomp_fd, network, s.skills.root && !s.pooled, uid);
+  auto args = build_args(spec, child_seccomp_fd, network, !s.skills.sub.empty(), uid);
   // Options travel NUL-separated: a NUL inside one (a mount path, say) would add options.
   // nsjail's take ':' as their separator, so a path holding one is refused there.
   for (size_t i = 1; i < args.size(); ++i) {
@@ -486,10 +473,9 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   s.ns_pid = nsjail ? only_child_of(pid) : child_pid_of(read_available(info_read.get()));
   if (s.ns_pid > 0)
     s.ns_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, s.ns_pid, 0)));
-  // The views take their per-exec mounts in there, a warm sandbox its workspace later.
-  if (s.ns_pid > 0)
-    s.mnt_ns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!s.ns_pidfd || !s.mnt_ns || s.died())
+  // The views take their per-exec mounts in its mount namespace (joined through this
+  // pidfd), a warm sandbox its workspace later.
+  if (!s.ns_pidfd || s.died())
     return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
   // bwrap's errors matter only while it starts. nsjail keeps its end: it may log
   // (quietly, a few lines) until it exits, and a closed pipe would kill it with SIGPIPE.
@@ -499,12 +485,13 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     s.errors.reset();
   // init opened both control FIFOs before it said ready, so neither open blocks; once
   // boxd holds its ends the names go, so no command can open the channel itself.
-  s.ctl_req.reset(high_fd(::openat(s.io->get(), "ctl.req", O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
-  s.ctl_rep.reset(high_fd(::openat(s.io->get(), "ctl.rep", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  const int root = s.fs_root->get();
+  s.ctl_req.reset(high_fd(::openat(root, "io/ctl.req", O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
+  s.ctl_rep.reset(high_fd(::openat(root, "io/ctl.rep", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
   if (!s.ctl_req || !s.ctl_rep)
     return make_box_error(ec::box_error, s.what() + " has no control channel");
-  ::unlinkat(s.io->get(), "ctl.req", 0);
-  ::unlinkat(s.io->get(), "ctl.rep", 0);
+  ::unlinkat(root, "io/ctl.req", 0);
+  ::unlinkat(root, "io/ctl.rep", 0);
   // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
   ::fcntl(s.to_init.get(), F_SETFL, ::fcntl(s.to_init.get(), F_GETFL) | O_NONBLOCK);
   if (network) {

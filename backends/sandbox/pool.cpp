@@ -285,9 +285,10 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
     if (::mount_setattr(ws.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return fail("restrict the workspace mount", errno);
   }
-  // The skills view: the session's own detached tmpfs (made at the launch, not bound
-  // then), attached itself; boxd keeps its root to make mount points on it.
-  if (!s.skills.root)
+  // The skills view: bound at the placeholder's .skills by the launch; a copy of that
+  // mount, taken inside before the workspace covers it, goes onto the workspace's
+  // .skills. No command has run in a warm sandbox yet, so nothing inside has moved.
+  if (s.skills.sub.empty())
     return fail("find the warm sandbox's skills view", ENOENT);
   // The placeholder the sandbox shows at the mount path: the session's own folder. The
   // workspace goes exactly there, found without following links.
@@ -295,15 +296,23 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
   if (::stat((s.private_dir + "/workspace").c_str(), &placeholder) != 0)
     return fail("find the warm sandbox's workspace", errno);
   const auto target = spec.mount_path;
-  const int ws_fd = ws.get(), sk_fd = s.skills.root.get();
-  int rc = in_mount_namespace(s.mnt_ns.get(), [&] {
+  const int ws_fd = ws.get();
+  int rc = in_mount_namespace(s.ns_pidfd.get(), [&] {
     int at = open_dir_no_links(AT_FDCWD, target);
     struct stat here{};
     if (at < 0 || ::fstat(at, &here) != 0)
       return errno;
     if (here.st_dev != placeholder.st_dev || here.st_ino != placeholder.st_ino)
       return EXDEV;
-    if (ws_fd >= 0 && ::move_mount(ws_fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    if (ws_fd < 0) // the placeholder stays the workspace, its view in place
+      return 0;
+    int old_view = open_dir_no_links(at, ".skills", RESOLVE_BENEATH);
+    if (old_view < 0)
+      return errno;
+    int sk_fd = static_cast<int>(::open_tree(old_view, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+    if (sk_fd < 0)
+      return errno;
+    if (::move_mount(ws_fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       return errno;
     int top = open_dir_no_links(AT_FDCWD, target);
     if (top < 0)

@@ -138,12 +138,12 @@ pid_t only_child_of(pid_t pid) {
   return child;
 }
 
-int in_mount_namespace(int mnt_ns, const std::function<int()>& fn) {
+int in_mount_namespace(int pidfd, const std::function<int()>& fn) {
   pid_t pid = ::fork();
   if (pid < 0)
     return errno;
   if (pid == 0) {
-    if (::setns(mnt_ns, CLONE_NEWNS) != 0)
+    if (pidfd < 0 || ::setns(pidfd, CLONE_NEWNS) != 0)
       ::_exit(errno & 0xff);
     ::_exit(fn() & 0xff);
   }
