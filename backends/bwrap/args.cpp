@@ -46,8 +46,9 @@ std::vector<std::string> bwrap_args(const args_input& in) {
   add({"--ro-bind", in.init_file, init_in_sandbox});
   // Bounded tmpfs mounts made by the launcher; /dev itself then turns read-only, so
   // the only writable place below it is the bounded /dev/shm.
+  auto scratch = staged();
   for (auto& m : ephemeral_mounts(opts, spec.memory_mb))
-    add({"--bind", staged(), m.target});
+    add({"--bind", scratch + "/" + m.folder, m.target});
   add({"--remount-ro", "/dev"});
   if (spec.read_only_rootfs)
     add({"--remount-ro", "/"});

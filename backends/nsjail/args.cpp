@@ -56,8 +56,9 @@ std::vector<std::string> nsjail_args(const args_input& in) {
   if (in.artifacts_view)
     bind(true, session + "/artifacts", std::string{artifact_mount_root});
   bind(true, session + "/io", io_in_sandbox);
+  auto scratch = staged();
   for (auto& m : ephemeral_mounts(opts, spec.memory_mb))
-    bind(true, staged(), m.target);
+    bind(true, scratch + "/" + m.folder, m.target);
   add({"--env", std::string{"PATH="} + sandbox_path});
   // init from its sealed copy (opened by nsjail before it enters the namespaces), so no
   // host path of boxd's shows inside; argv[0] is where bwrap places it.

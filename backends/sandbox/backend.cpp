@@ -725,15 +725,20 @@ readiness_report sandbox_backend::probe_readiness(const std::string& workspace_p
     std::string text;
     std::getline(marker, text);
     r.details[readiness::mount_isolation] = text == "readiness" && lines[7] == "rootfs-readonly";
-    // Every writable tmpfs is capped in bytes and inodes, and /dev takes no files.
+    // Every writable scratch folder is capped in bytes and inodes (one tmpfs holds them
+    // all, capped by their sum), and /dev takes no files.
     bool bounded = lines[8] == "dev-readonly";
     auto wanted = ephemeral_mounts(opts_, spec.memory_mb);
+    int64_t all_bytes = 0, all_inodes = 8;
+    for (auto& w : wanted) {
+      all_bytes += w.bytes;
+      all_inodes += w.inodes;
+    }
     for (size_t i = 0; i < wanted.size(); ++i) {
       std::istringstream fsline{lines[9 + i]};
       int64_t blocks = 0, bsize = 0, inodes = 0;
       fsline >> blocks >> bsize >> inodes;
-      bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= wanted[i].bytes && inodes > 0
-                && inodes <= wanted[i].inodes;
+      bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= all_bytes && inodes > 0 && inodes <= all_inodes;
     }
     r.details[readiness::bounded_ephemeral_storage] = bounded;
     return {};

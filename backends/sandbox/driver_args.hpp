@@ -74,10 +74,12 @@ inline constexpr const char* staged_resolv = "resolv.conf";
 /// The device nodes every sandbox's /dev holds (bwrap's --dev set, without a tty).
 inline constexpr const char* sandbox_devices[] = {"null", "zero", "full", "random", "urandom"};
 
-/// One bounded tmpfs of a sandbox, mounted by the launcher (bwrap 0.8 can size a tmpfs
-/// but not cap its inodes, nor size /dev) and bound in.
+/// One bounded scratch folder of a sandbox: a folder of the one tmpfs the launcher
+/// mounts for all of them (bwrap 0.8 can size a tmpfs but not cap its inodes, nor size
+/// /dev), bound in at `target`. The tmpfs's size and inodes are the sum of its folders'.
 struct ephemeral_mount {
   const char* target;
+  const char* folder;
   int64_t bytes;
   int64_t inodes;
   bool shared;  // 1777 (/tmp, /dev/shm); else owned by the sandbox uid, 0755 (/home)
@@ -87,7 +89,8 @@ struct ephemeral_mount {
 inline constexpr int64_t inodes_per_mb = 256;
 
 /// /tmp, /home and /dev/shm with their configured sizes, scaled down together so that
-/// they hold at most half of `memory_mb` (at least 1 MiB each).
+/// they hold at most half of `memory_mb` (at least 1 MiB each). One tmpfs holds all
+/// three: its size is their sum, which the three share.
 std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb);
 
 } // namespace boxrt::sandbox_detail

@@ -203,12 +203,23 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     s.artifacts.sub = "artifacts";
     s.artifacts.target = std::string{artifact_mount_root};
   }
-  // The bounded tmpfs mounts follow the sources (see build_args).
-  for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
+  // The bounded scratch space follows the sources (see build_args): one tmpfs holding
+  // the folders bound at /tmp, /home and /dev/shm, sized and capped in inodes by their
+  // sum (one file system instance, not three: see make_session_fs).
+  std::vector<std::string> scratch_dirs;
+  std::vector<mode_t> scratch_modes;
+  std::vector<char> scratch_owned;
+  {
+    int64_t bytes = 0, inodes = 0;
+    for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
+      bytes += m.bytes;
+      inodes += m.inodes;
+      scratch_dirs.push_back(stage_root_ + "/" + std::to_string(items.size()) + "/" + m.folder);
+      scratch_modes.push_back(m.shared ? 01777 : 0755);
+      scratch_owned.push_back(m.shared ? 0 : 1);
+    }
     staged_item item;
-    auto owner = m.shared ? std::string{"mode=1777"}
-                          : "mode=0755,uid=" + std::to_string(uid) + ",gid=" + std::to_string(gid);
-    item.tmpfs = "size=" + std::to_string(m.bytes) + ",nr_inodes=" + std::to_string(m.inodes) + "," + owner;
+    item.tmpfs = "size=" + std::to_string(bytes) + ",nr_inodes=" + std::to_string(inodes + 8) + ",mode=0755";
     items.push_back(std::move(item));
   }
   // Descriptors the driver reads: the seccomp filter, init's image, the resolver file.
@@ -390,6 +401,11 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       if (!staged)
         die("sandbox launcher: cannot stage a mount source");
     }
+    // The scratch space's folders (the umask would take 1777's bits away: chmod after).
+    for (size_t i = 0; i < scratch_dirs.size(); ++i)
+      if (::mkdir(scratch_dirs[i].c_str(), 0700) != 0 || ::chmod(scratch_dirs[i].c_str(), scratch_modes[i]) != 0
+          || (scratch_owned[i] && ::chown(scratch_dirs[i].c_str(), uid, gid) != 0))
+        die("sandbox launcher: cannot prepare the scratch space");
     if (nsjail) {
       // /dev: the device nodes bound from the host on a small tmpfs, with a mount point
       // for the bounded /dev/shm, then read-only (bwrap's --dev and --remount-ro).

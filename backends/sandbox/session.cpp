@@ -204,18 +204,23 @@ bool unmount_and_remove(const std::string& dir) {
 }
 
 std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb) {
-  std::vector<std::pair<const char*, int64_t>> wanted{{"/tmp", o.tmp_size_mb}, {"/home", o.home_size_mb},
-                                                      {"/dev/shm", o.shm_size_mb}};
+  struct want {
+    const char* target;
+    const char* folder;
+    int64_t mb;
+  };
+  const want wanted[] = {{"/tmp", "tmp", o.tmp_size_mb}, {"/home", "home", o.home_size_mb},
+                         {"/dev/shm", "shm", o.shm_size_mb}};
   int64_t sum = 0;
-  for (auto& [t, mb] : wanted)
-    sum += std::max<int64_t>(mb, 1);
+  for (auto& w : wanted)
+    sum += std::max<int64_t>(w.mb, 1);
   const int64_t budget = std::max<int64_t>(memory_mb / 2, 3);
   std::vector<ephemeral_mount> out;
-  for (auto& [t, mb] : wanted) {
-    auto size = std::max<int64_t>(mb, 1);
+  for (auto& w : wanted) {
+    auto size = std::max<int64_t>(w.mb, 1);
     if (sum > budget)
       size = std::max<int64_t>(size * budget / sum, 1);
-    out.push_back({t, size * 1048576, size * inodes_per_mb, std::string_view{t} != "/home"});
+    out.push_back({w.target, w.folder, size * 1048576, size * inodes_per_mb, std::string_view{w.target} != "/home"});
   }
   return out;
 }
