@@ -35,7 +35,7 @@ std::vector<std::string> bwrap_args(const args_input& in) {
     add({m.mode == mount_mode::ro ? "--ro-bind" : "--bind", staged(), m.mount_path});
   }
   // The session's own file system: the views' folders and the io folder.
-  auto session = staged();
+  const auto& session = in.session_root;
   if (in.skills_view)
     add({"--bind", session + "/skills", spec.mount_path + "/.skills"});
   if (in.artifacts_view)

@@ -50,7 +50,7 @@ std::vector<std::string> nsjail_args(const args_input& in) {
     bind(m.mode != mount_mode::ro, staged(), m.mount_path);
   }
   // The session's own file system: the views' folders and the io folder.
-  auto session = staged();
+  const auto& session = in.session_root;
   if (in.skills_view)
     bind(true, session + "/skills", spec.mount_path + "/.skills");
   if (in.artifacts_view)

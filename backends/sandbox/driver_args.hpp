@@ -40,11 +40,14 @@ std::vector<system_path> system_paths();
 std::vector<std::string> hidden_proc_files();
 
 /// The argument lists of the two drivers (backends/bwrap/args.cpp, backends/nsjail/args.cpp).
-/// `stage_root`: where the launcher stages the host sources (<stage>/<n>).
+/// `stage_root`: where the launcher stages the host sources (<stage>/<n>); `session_root`:
+/// where it attached the session's own file system (its skills, artifacts and io folders),
+/// which also holds the staging folder.
 struct args_input {
   const box_spec& spec;
   const sandbox_options& opts;
   const std::string& stage_root;
+  const std::string& session_root;
   int seccomp_fd;
   bool network;
   bool skills_view;
@@ -65,6 +68,10 @@ inline constexpr int child_info_fd = 4;
 inline constexpr int child_args_fd = 5;
 inline constexpr int child_init_fd = 6;
 inline constexpr int child_resolv_fd = 7;
+
+/// The staging folder of the sources, on the session's file system (no file system of its
+/// own: each instance costs the kernel a shrinker slot in every memory cgroup).
+inline constexpr const char* staged_sources = "stage";
 
 /// Where the nsjail launcher builds the sandbox's /dev (device binds, a read-only tmpfs)
 /// and its resolver file, inside the staging folder.

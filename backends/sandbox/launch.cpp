@@ -27,7 +27,8 @@ unique_fd memfd_with(const char* name, std::string_view data) {
 
 std::vector<std::string> sandbox_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
                                                     bool skills_view, uint32_t uid) const {
-  args_input in{spec, opts_, stage_root_, seccomp_fd, network, skills_view, true, uid, impl_->init_file};
+  const auto numbered = stage_root_ + "/" + staged_sources;
+  args_input in{spec, opts_, numbered, stage_root_, seccomp_fd, network, skills_view, true, uid, impl_->init_file};
   return opts_.driver == sandbox_driver::nsjail ? nsjail_args(in) : bwrap_args(in);
 }
 
@@ -111,9 +112,6 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   struct staged_item {
     unique_fd fd;
     unique_fd tree;
-    /// The session's own detached file system (views, io folder): attached itself, its
-    /// root kept by the session.
-    int own_tree = -1;
     std::string path;
     bool dir = true;
     std::string tmpfs;
@@ -193,9 +191,6 @@ box_error sandbox_backend::launch(sandbox_session& s) {
         || ::mkdirat(root, "io", 0700) != 0 || ::fchownat(root, "io", uid, gid, AT_SYMLINK_NOFOLLOW) != 0
         || !make_fifo(root, "io/ctl.req", uid, gid) || !make_fifo(root, "io/ctl.rep", uid, gid))
       return make_box_error(ec::box_error, std::string{"cannot prepare the session's folders: "} + std::strerror(errno));
-    staged_item item;
-    item.own_tree = root;
-    items.push_back(std::move(item));
     if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
       s.skills.sub = "skills";
       s.skills.target = spec.mount_path + "/.skills";
@@ -214,7 +209,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
       bytes += m.bytes;
       inodes += m.inodes;
-      scratch_dirs.push_back(stage_root_ + "/" + std::to_string(items.size()) + "/" + m.folder);
+      scratch_dirs.push_back(stage_root_ + "/" + staged_sources + "/" + std::to_string(items.size()) + "/" + m.folder);
       scratch_modes.push_back(m.shared ? 01777 : 0755);
       scratch_owned.push_back(m.shared ? 0 : 1);
     }
@@ -299,7 +294,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   argv.push_back(nullptr);
   char* envp[] = {nullptr};
   // nsjail's /dev and resolver file, made in the staging tmpfs by the launcher.
-  std::string dev_dir = stage_root_ + "/" + staged_dev;
+  std::string dev_dir = stage_root_ + "/" + staged_sources + "/" + staged_dev;
   std::vector<std::string> dev_nodes, dev_sources;
   for (const char* d : sandbox_devices) {
     dev_nodes.push_back(dev_dir + "/" + d);
@@ -308,7 +303,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   std::string dev_shm = dev_dir + "/shm", dev_pts = dev_dir + "/pts", dev_ptmx = dev_dir + "/ptmx";
   std::string dev_fd = dev_dir + "/fd", dev_stdin = dev_dir + "/stdin", dev_stdout = dev_dir + "/stdout",
               dev_stderr = dev_dir + "/stderr";
-  std::string resolv_path = stage_root_ + "/" + staged_resolv;
+  std::string resolv_path = stage_root_ + "/" + staged_sources + "/" + staged_resolv;
   std::string_view resolv_text = sandbox_resolv_conf;
 
   // Staging: the driver cannot reach a source whose parent folders the sandbox uid may
@@ -316,21 +311,23 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // user namespace), nor take a detached mount by descriptor. So the launcher, still
   // root, makes itself a private copy of the template namespace (the host's system
   // mounts only: never boxd's own table, which grows with every sandbox and tenant),
-  // mounts a tmpfs on the staging folder there and attaches each source to <stage>/<n>
-  // (tenant sources as detached mount copies taken above, the session's views and io
-  // folder as themselves) and mounts the bounded tmpfs ones; the driver binds from
-  // those. Nothing of this is visible on the host, and it all goes when the sandbox ends.
+  // attaches the session's own file system on the staging folder there and attaches each
+  // source to <stage>/stage/<n> on it (tenant sources as the detached mount copies taken
+  // above), mounts the bounded scratch tmpfs; the driver binds from those. Nothing of
+  // this is visible on the host, and it all goes when the sandbox ends.
   std::vector<std::string> stage_to;
   std::vector<const char*> stage_tmpfs;
   std::vector<int> stage_tree;
   std::vector<char> stage_is_dir;
   for (size_t i = 0; i < items.size(); ++i) {
-    stage_to.push_back(stage_root_ + "/" + std::to_string(i));
+    stage_to.push_back(stage_root_ + "/" + staged_sources + "/" + std::to_string(i));
     stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
-    stage_tree.push_back(items[i].tree ? items[i].tree.get() : items[i].own_tree);
+    stage_tree.push_back(items[i].tree.get());
     stage_is_dir.push_back(items[i].dir ? 1 : 0);
   }
   auto stage_root = stage_root_;
+  const auto stage_sources = stage_root_ + "/" + staged_sources;
+  const int session_fs = s.fs_root->get();
   const int template_ns = impl_->template_ns.get();
 
   int in_pipe[2], out_pipe[2], err_pipe[2], info_pipe[2];
@@ -380,7 +377,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     }
     ::setsid();
     if (::setns(template_ns, CLONE_NEWNS) != 0 || ::unshare(CLONE_NEWNS) != 0
-        || ::mount("boxrt-stage", stage_root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0)
+        || ::move_mount(session_fs, "", AT_FDCWD, stage_root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0
+        || ::mkdir(stage_sources.c_str(), 0755) != 0)
       die("sandbox launcher: cannot prepare the staging mounts");
     for (size_t i = 0; i < stage_to.size(); ++i) {
       if (stage_is_dir[i]) {
@@ -393,8 +391,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
         ::close(f);
       }
       // A tenant's source arrives as the detached copy taken in boxd (no path lookup
-      // here, so nothing can be swapped in between), the session's views and io folder
-      // as their own detached mounts; the bounded tmpfs mounts are made here.
+      // here, so nothing can be swapped in between); the scratch tmpfs is made here.
       bool staged = stage_tmpfs[i] != nullptr
                       ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, stage_tmpfs[i]) == 0
                       : ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
