@@ -557,8 +557,9 @@ int main(int argc, char** argv) {
   std::string payload;
   for (;;) {
     pollfd fds[3] = {{0, POLLIN, 0}, {ctl.sig, POLLIN, 0}, {ctl.req, POLLIN, 0}};
-    // The timeout only bounds how late a child is reaped should a SIGCHLD be lost.
-    auto rc = ::poll(fds, 3, 1000);
+    // No timeout: an idle sandbox costs the host nothing. A SIGCHLD is not lost: it stays
+    // pending on the signalfd until read, and service() then reaps every exited child.
+    auto rc = ::poll(fds, 3, -1);
     if (rc < 0 && errno != EINTR)
       return 1;
     service(rc == 0 ? POLLIN : fds[1].revents, rc > 0 ? fds[2].revents : 0);
