@@ -441,13 +441,13 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
   auto inside = v.target + "/" + name;
   int tree_fd = tree->get();
   int rc = in_mount_namespace(s.ns_pidfd.get(), [&] {
-    int at = open_dir_no_links(AT_FDCWD, inside);
+    unique_fd at{open_dir_no_links(AT_FDCWD, inside)};
     struct stat st{};
-    if (at < 0 || ::fstat(at, &st) != 0)
+    if (!at || ::fstat(at.get(), &st) != 0)
       return errno;
     if (st.st_dev != view.st_dev)
       return EXDEV;
-    if (::move_mount(tree_fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    if (::move_mount(tree_fd, "", at.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       return errno;
     return 0;
   });

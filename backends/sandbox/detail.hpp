@@ -121,9 +121,11 @@ box_error mount_targets_error(const box_spec& spec);
 
 
 
-/// Runs `fn` in a forked child that joined the mount namespace of the process `pidfd`
-/// refers to (setns needs a single-threaded caller); its result is fn's (an errno value,
-/// 0 for success), or the errno of the join (ESRCH once that process is gone). Blocking:
+/// Runs `fn` in a helper process that joined the mount namespace of the process `pidfd`
+/// refers to (setns needs a caller with a file system context of its own); its result is
+/// fn's (an errno value, 0 for success), or the errno of the join (ESRCH once that
+/// process is gone). The helper shares boxd's memory and descriptor table: `fn` makes
+/// system calls only, allocates nothing, and closes every descriptor it opens. Blocking:
 /// pool only.
 int in_mount_namespace(int pidfd, const std::function<int()>& fn);
 

@@ -298,29 +298,29 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
   const auto target = spec.mount_path;
   const int ws_fd = ws.get();
   int rc = in_mount_namespace(s.ns_pidfd.get(), [&] {
-    int at = open_dir_no_links(AT_FDCWD, target);
+    unique_fd at{open_dir_no_links(AT_FDCWD, target)};
     struct stat here{};
-    if (at < 0 || ::fstat(at, &here) != 0)
+    if (!at || ::fstat(at.get(), &here) != 0)
       return errno;
     if (here.st_dev != placeholder.st_dev || here.st_ino != placeholder.st_ino)
       return EXDEV;
     if (ws_fd < 0) // the placeholder stays the workspace, its view in place
       return 0;
-    int old_view = open_dir_no_links(at, ".skills", RESOLVE_BENEATH);
-    if (old_view < 0)
+    unique_fd old_view{open_dir_no_links(at.get(), ".skills", RESOLVE_BENEATH)};
+    if (!old_view)
       return errno;
-    int sk_fd = static_cast<int>(::open_tree(old_view, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
-    if (sk_fd < 0)
+    unique_fd sk{static_cast<int>(::open_tree(old_view.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH))};
+    if (!sk)
       return errno;
-    if (::move_mount(ws_fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    if (::move_mount(ws_fd, "", at.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       return errno;
-    int top = open_dir_no_links(AT_FDCWD, target);
-    if (top < 0)
+    unique_fd top{open_dir_no_links(AT_FDCWD, target)};
+    if (!top)
       return errno;
-    int point = open_dir_no_links(top, ".skills", RESOLVE_BENEATH | RESOLVE_NO_XDEV);
-    if (point < 0)
+    unique_fd point{open_dir_no_links(top.get(), ".skills", RESOLVE_BENEATH | RESOLVE_NO_XDEV)};
+    if (!point)
       return errno;
-    if (::move_mount(sk_fd, "", point, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    if (::move_mount(sk.get(), "", point.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       return errno;
     return 0;
   });

@@ -12,6 +12,7 @@
 #include "messages/base/json.hpp"
 #include "net/ws/client.hpp"
 #include "tests/wire/boxd_process.hpp"
+#include "tests/wire/process_probe.hpp"
 #include "tests/wire/wire_common.hpp"
 
 using namespace boxrt;
@@ -501,6 +502,47 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // The same scenarios with real sandboxes: readiness must really hold, the commands
 // really run, the workspaces are really apart.
+namespace {
+
+/// Mount points of this process's namespace (the host's, where boxd runs in these tests)
+/// at or below `dir`.
+size_t mounts_below(const std::filesystem::path& dir) {
+  std::ifstream in{"/proc/self/mountinfo"};
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields{line};
+    std::string id, parent, devno, root, point;
+    fields >> id >> parent >> devno >> root >> point;
+    n += point == dir.string() || point.starts_with(dir.string() + "/");
+  }
+  return n;
+}
+
+/// Loop devices whose backing file lies below `dir`.
+size_t loops_below(const std::filesystem::path& dir) {
+  size_t n = 0;
+  std::error_code err;
+  for (auto& e : std::filesystem::directory_iterator{"/sys/block", err}) {
+    std::ifstream in{e.path() / "loop" / "backing_file"};
+    std::string file;
+    if (std::getline(in, file) && file.starts_with(dir.string() + "/"))
+      ++n;
+  }
+  return n;
+}
+
+/// Opens `n` Cloud workspaces on `c`, each writing a file to its quota image.
+void open_workspaces(net::rpc_client& c, int n) {
+  for (int i = 0; i < n; ++i) {
+    auto ws = "ws-stop-" + std::to_string(i);
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot(ws, 1, true)).code, 0);
+    BOOST_REQUIRE_EQUAL(c.call("box_exec", R"({"session_id":"global","cmd":"echo kept > /workspace/f"})", ctx(ws)).code, 0);
+  }
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_SUITE(wire_admission_bwrap, *boost::unit_test::precondition(sandbox_precondition))
 
 BOOST_AUTO_TEST_CASE(ac01_concurrent_first_use_gives_one_global_session) { scenario_ac01_concurrent_first_use_gives_one_global_session(admission_bwrap_box, "bwrap"); }
@@ -509,6 +551,47 @@ BOOST_AUTO_TEST_CASE(ac03_two_workspaces_are_isolated) { scenario_ac03_two_works
 BOOST_AUTO_TEST_CASE(ac05_forged_fields_never_reach_the_runtime) { scenario_ac05_forged_fields_never_reach_the_runtime(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac06_no_workspace_mounts_anothers_tree) { scenario_ac06_no_workspace_mounts_anothers_tree(admission_bwrap_box, "bwrap"); }
 BOOST_AUTO_TEST_CASE(ac04_cloud_skills) { scenario_ac04_cloud_skills(admission_bwrap_box); }
+
+// Stopping with live sandboxes leaves nothing behind: a second SIGTERM while boxd stops
+// changes nothing (it keeps stopping, and takes every quota image and loop device along);
+// a kill -9 leaves the quota images mounted in the host's namespace, and the next start
+// on the same state folder removes them, with the workspaces' files intact. The
+// sandboxes' own mounts are never in the host's namespace at all.
+BOOST_AUTO_TEST_CASE(a_second_sigterm_or_a_kill_9_leaves_nothing_a_start_does_not_clean) {
+  const auto dir = boxd_process::fresh_dir();
+  {
+    boxd_process boxd{admission_bwrap_box, server_for("bwrap"), {}, dir};
+    auto c = connect(boxd);
+    open_workspaces(c, 4);
+    BOOST_REQUIRE_EQUAL(mounts_below(dir), 4); // the quota images, where LangBot sees them
+    ::kill(boxd.pid(), SIGTERM);
+    BOOST_CHECK_EQUAL(boxd.stop(), 0); // a second SIGTERM, then the wait
+    BOOST_CHECK_EQUAL(mounts_below(dir), 0);
+    BOOST_CHECK_EQUAL(loops_below(dir), 0);
+  }
+  {
+    boxd_process boxd{admission_bwrap_box, server_for("bwrap"), {}, dir};
+    auto c = connect(boxd);
+    open_workspaces(c, 4);
+    ::kill(boxd.pid(), SIGKILL);
+    BOOST_CHECK_EQUAL(boxd.wait_killed(), SIGKILL);
+    BOOST_CHECK_EQUAL(mounts_below(dir), 4);
+  }
+  {
+    boxd_process boxd{admission_bwrap_box, server_for("bwrap"), {}, dir};
+    auto c = connect(boxd);
+    BOOST_CHECK(eventually([&] { return mounts_below(dir) == 0 && loops_below(dir) == 0; }));
+    BOOST_REQUIRE_EQUAL(c.call("box_put_workspace_entitlement", snapshot("ws-stop-0", 1, true)).code, 0);
+    auto r = c.call("box_exec", R"({"session_id":"global","cmd":"cat /workspace/f"})", ctx("ws-stop-0"));
+    BOOST_REQUIRE_EQUAL(r.code, 0);
+    simdjson::dom::parser p;
+    BOOST_CHECK_EQUAL(str(parse(p, r.data_json), "stdout"), "kept");
+    BOOST_CHECK_EQUAL(boxd.stop(), 0);
+  }
+  BOOST_CHECK_EQUAL(mounts_below(dir), 0);
+  std::error_code err;
+  std::filesystem::remove_all(dir, err);
+}
 
 BOOST_AUTO_TEST_SUITE_END()
 
