@@ -23,6 +23,15 @@ unique_fd memfd_with(const char* name, std::string_view data) {
   return fd;
 }
 
+/// The launcher's stack: it runs in a clone sharing boxd's memory (see launch).
+constexpr size_t launcher_stack_size = 256 * 1024;
+
+template <class Body>
+int run_launcher(void* body) {
+  (*static_cast<Body*>(body))();
+  ::_exit(127);
+}
+
 } // namespace
 
 std::vector<std::string> sandbox_backend::build_args(const box_spec& spec, int seccomp_fd, bool network,
@@ -351,11 +360,12 @@ box_error sandbox_backend::launch(sandbox_session& s) {
                            {out_pipe[1], proto::channel_out},
                            {nsjail ? seccomp_fd.get() : -1, proto::seccomp_fd}};
 
-  pid_t pid = -1;
-  impl_->launcher.run([&] {
-  pid = ::fork();
-  if (pid == 0) {
-    // The launcher: plain system calls only, then exec the driver.
+  // The launcher: plain system calls only, then exec the driver. It is a clone that
+  // shares boxd's memory until it execs (the launcher thread waits meanwhile), so it
+  // writes nothing of boxd's, allocates nothing and calls no libc function that keeps
+  // state (set*id are raw system calls: glibc's would signal boxd's threads). A fork
+  // copied boxd's page tables, which grow with every live sandbox.
+  auto launcher = [&]() noexcept {
     auto die = [&](const char* what) {
       (void)!::write(err_pipe[1], what, std::strlen(what));
       ::_exit(120);
@@ -450,11 +460,19 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     // bwrap runs as the sandbox uid; nsjail needs root to map that uid and to mount,
     // and drops every capability before init runs.
     // No supplementary group of boxd's (host_gid among them) reaches either.
-    if (::setgroups(0, nullptr) != 0 || (!nsjail && (::setgid(gid) != 0 || ::setuid(uid) != 0)))
+    if (::syscall(SYS_setgroups, 0, nullptr) != 0
+        || (!nsjail && (::syscall(SYS_setgid, gid) != 0 || ::syscall(SYS_setuid, uid) != 0)))
       ::_exit(123);
     ::execve(program.c_str(), argv.data(), envp);
     ::_exit(127);
-  }
+  };
+  pid_t pid = -1;
+  int clone_error = 0;
+  auto stack = std::make_unique<char[]>(launcher_stack_size);
+  impl_->launcher.run([&] {
+    pid = ::clone(run_launcher<decltype(launcher)>, stack.get() + launcher_stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                  &launcher);
+    clone_error = errno;
   });
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
@@ -467,7 +485,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   s.from_init.reset(out_pipe[0]);
   s.errors.reset(err_pipe[0]);
   if (pid < 0)
-    return make_box_error(ec::box_error, "cannot start " + s.driver + ": " + std::strerror(errno));
+    return make_box_error(ec::box_error, "cannot start " + s.driver + ": " + std::strerror(clone_error));
   if (!s.adopt_driver(pid))
     return make_box_error(ec::box_error, s.what() + " was interrupted while it started");
 
