@@ -1,5 +1,6 @@
 #include "backends/linux/uids.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -92,6 +93,7 @@ bool uid_allocator::free_uid(uint32_t uid, const std::string& reservation) {
       return false;
     }
   by_uid_.erase(uid);
+  no_free_below_ = std::min(no_free_below_, uid);
   if (unreserve_)
     unreserve_(uid, reservation);
   return true;
@@ -129,7 +131,7 @@ result<uint32_t> uid_allocator::take(const std::string& key) {
     return make_box_error(ec::capacity_exceeded, "Box sandbox uid range " + std::to_string(first_) + "-"
                                                    + std::to_string(last_) + " is exhausted");
   };
-  uint32_t uid = first_;
+  uint32_t uid = std::max(first_, no_free_below_);
   for (;;) {
     for (auto it = by_uid_.lower_bound(uid); it != by_uid_.end() && it->first == uid; ++it) {
       if (uid == last_)
@@ -148,6 +150,7 @@ result<uint32_t> uid_allocator::take(const std::string& key) {
                             "Box sandbox uid " + std::to_string(uid) + " cannot be reserved in the cluster now");
     by_uid_[uid] = "elsewhere:" + std::to_string(uid);
   }
+  no_free_below_ = uid; // every uid below it was found in use
   if (auto e = hold(uid, key)) {
     // A workspace's reservation is kept: it names that workspace alone, which gets this
     // uid again when it asks next.

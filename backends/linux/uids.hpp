@@ -106,6 +106,9 @@ class uid_allocator {
   std::map<std::string, uint32_t> by_key_;
   std::map<uint32_t, std::string> by_uid_;
   std::set<uint32_t> pinned_;
+  /// No uid below this one is free: where the search for the lowest free uid starts, so
+  /// a start does not walk every uid in use (lowered when one is freed).
+  uint32_t no_free_below_ = 0;
 };
 
 } // namespace boxrt

@@ -365,14 +365,37 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // writes nothing of boxd's, allocates nothing and calls no libc function that keeps
   // state (set*id are raw system calls: glibc's would signal boxd's threads). A fork
   // copied boxd's page tables, which grow with every live sandbox.
+  const pid_t boxd_pid = ::getpid();
   auto launcher = [&]() noexcept {
+    // A descriptor table of its own first, holding boxd's 0-2 only: it starts sharing
+    // boxd's (CLONE_FILES), since copying that table and closing every entry again cost
+    // O(live sandboxes) per start. Each descriptor it needs is then taken from boxd by
+    // number (pidfd_getfd), above every target number of the dup2s below.
+    if (::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
+      ::_exit(119);
+    const int boxd = ::fcntl(static_cast<int>(::syscall(SYS_pidfd_open, boxd_pid, 0)), F_DUPFD_CLOEXEC, 16);
+    auto take = [&](int fd) {
+      if (fd < 0 || boxd < 0)
+        return -1;
+      int got = static_cast<int>(::syscall(SYS_pidfd_getfd, boxd, fd, 0));
+      int high = got < 0 ? -1 : ::fcntl(got, F_DUPFD_CLOEXEC, 16);
+      if (got >= 0)
+        ::close(got);
+      return high;
+    };
+    const int err = take(err_pipe[1]);
+    if (err < 0)
+      ::_exit(119);
     auto die = [&](const char* what) {
-      (void)!::write(err_pipe[1], what, std::strlen(what));
+      (void)!::write(err, what, std::strlen(what));
       ::_exit(120);
     };
-    for (int fd : join)
-      if (::write(fd, "0", 1) != 1)
+    for (int fd : join) {
+      int joined = take(fd);
+      if (joined < 0 || ::write(joined, "0", 1) != 1)
         die("sandbox launcher: cannot join the session's cgroup");
+      ::close(joined);
+    }
     child::reset_signals();
     // The driver and boxrt-init are not what the out-of-memory killer should pick; the
     // command resets itself to 0. -999 (not -1000) keeps every process killable.
@@ -386,8 +409,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       ::setrlimit(RLIMIT_NPROC, &procs);
     }
     ::setsid();
-    if (::setns(template_ns, CLONE_NEWNS) != 0 || ::unshare(CLONE_NEWNS) != 0
-        || ::move_mount(session_fs, "", AT_FDCWD, stage_root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0
+    if (::setns(take(template_ns), CLONE_NEWNS) != 0 || ::unshare(CLONE_NEWNS) != 0
+        || ::move_mount(take(session_fs), "", AT_FDCWD, stage_root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0
         || ::mkdir(stage_sources.c_str(), 0755) != 0)
       die("sandbox launcher: cannot prepare the staging mounts");
     for (size_t i = 0; i < stage_to.size(); ++i) {
@@ -404,7 +427,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       // here, so nothing can be swapped in between); the scratch tmpfs is made here.
       bool staged = stage_tmpfs[i] != nullptr
                       ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, stage_tmpfs[i]) == 0
-                      : ::move_mount(stage_tree[i], "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
+                      : ::move_mount(take(stage_tree[i]), "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
       if (!staged)
         die("sandbox launcher: cannot stage a mount source");
     }
@@ -449,10 +472,10 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     // everything else is closed before the descriptor limit is lowered.
     // /dev/null above every target number, so no dup2 below replaces it.
     int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD_CLOEXEC, 16);
-    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_pipe[1], 2) < 0)
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err, 2) < 0)
       ::_exit(121);
     for (auto& [from, to] : handed)
-      if ((from >= 0 ? ::dup2(from, to) : ::dup2(null, to)) < 0)
+      if ((from >= 0 ? ::dup2(take(from), to) : ::dup2(null, to)) < 0)
         ::_exit(121);
     ::close_range(proto::seccomp_fd + 1, ~0u, 0);
     rlimit nofile{1024, 1024};
@@ -470,8 +493,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   int clone_error = 0;
   auto stack = std::make_unique<char[]>(launcher_stack_size);
   impl_->launcher.run([&] {
-    pid = ::clone(run_launcher<decltype(launcher)>, stack.get() + launcher_stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                  &launcher);
+    pid = ::clone(run_launcher<decltype(launcher)>, stack.get() + launcher_stack_size,
+                  CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &launcher);
     clone_error = errno;
   });
   ::close(in_pipe[0]);
