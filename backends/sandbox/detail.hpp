@@ -227,18 +227,7 @@ class sandbox_session final : public backend_session, public std::enable_shared_
 
   /// Called from an actor thread: one round of SIGKILL, never a wait. The teardown on
   /// the pool makes sure nothing is left.
-  void interrupt() override {
-    interrupted_ = true;
-    alive_ = false;
-    // Whoever holds the lock is killing the sandbox already (or installing a new one,
-    // which checks interrupted_ when it is done): the actor thread never waits here.
-    std::unique_lock lock{kill_mtx_, std::try_to_lock};
-    if (!lock.owns_lock())
-      return;
-    if (group)
-      group->signal_all();
-    kill_driver();
-  }
+  void interrupt() override;
 
   /// Installs what a launch made: the cgroup, then the started driver (bwrap, nsjail). Returns false
   /// when the session was interrupted meanwhile (the caller kills what it made).
@@ -258,106 +247,23 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// SIGKILLs every process of the sandbox (its cgroup, and the driver) and waits
   /// until the group is empty (bounded). `over`: the session ends with it (a timeout, a
   /// broken channel); else the next exec starts a fresh sandbox. Blocking: pool only.
-  void kill_sandbox(bool over) {
-    if (over)
-      alive_ = false;
-    std::lock_guard lock{kill_mtx_};
-    if (group)
-      group->kill_all();
-    kill_driver();
-  }
+  void kill_sandbox(bool over);
 
   /// True once the sandbox's driver process has exited (it was killed, or init died and
   /// took it along) or its reaper has. Non-blocking.
-  bool died() const {
-    if (pid <= 0)
-      return true;
-    // The driver is boxd's child and is reaped only by end_sandbox: looked at, not reaped.
-    siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
-      return true;
-    // The sandbox's reaper (pid 1 inside), which ends with init.
-    pollfd p{ns_pidfd.get(), POLLIN, 0};
-    return ns_pidfd && ::poll(&p, 1, 0) > 0;
-  }
+  bool died() const;
 
   /// Ends the sandbox itself and what each launch makes (processes, pipes, cgroup,
   /// network stack, io folder, skills view) and keeps what outlives a sandbox: the
   /// private workspace, the quota leases and the uid. Idempotent.
-  void end_sandbox() {
-    std::unique_lock state{sandbox_mtx};
-    to_init.reset(); // boxrt-init exits on end of input
-    kill_sandbox(false);
-    if (pid > 0) {
-      // Reaped under the lock kill_driver signals under, so its pid is never a reused one.
-      std::lock_guard lock{kill_mtx_};
-      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      pid = -1;
-    }
-    ns_pid = -1;
-    ns_pidfd.reset();
-    from_init.reset();
-    errors.reset();
-    {
-      std::lock_guard lock{ctl_mtx};
-      ctl_req.reset();
-      ctl_rep.reset();
-    }
-    net.reset();
-    sandbox_ended(); // before the io folder goes
-    {
-      std::lock_guard lock{kill_mtx_};
-      if (group)
-        group->destroy();
-      group.reset();
-    }
-    // The views and the io folder were mounted only inside the sandbox, which is gone.
-    fs_root.reset();
-    skills.sub.clear();
-    artifacts.sub.clear();
-    skills.mounted.clear();
-    artifacts.mounted.clear();
-  }
+  void end_sandbox();
 
   /// Ends the sandbox and frees everything it held. Idempotent.
-  void teardown() {
-    std::lock_guard lock{teardown_mtx_};
-    if (torn_down_)
-      return;
-    torn_down_ = true;
-    alive_ = false;
-    end_sandbox();
-    workspace_fd.reset();
-    skill_lease.reset();
-    leases.clear();
-    const bool removed = private_dir.empty() || unmount_and_remove(private_dir);
-    if (release_uid)
-      release_uid(removed);
-  }
+  void teardown();
 
   /// What the sandbox uses now (backend::session_usage). Waits for a teardown in
   /// progress, and reads nothing after it.
-  boxrt::backend::usage usage() {
-    boxrt::backend::usage out;
-    std::lock_guard torn{teardown_mtx_};
-    if (torn_down_)
-      return out;
-    {
-      std::lock_guard lock{kill_mtx_};
-      if (group) {
-        out.cpu_usec = group->cpu_usec();
-        out.memory_bytes = group->memory_bytes();
-      }
-    }
-    // The quota image's root, held by descriptor since it was mounted: no path is
-    // walked here, so a tenant that swaps a folder on the way cannot point this at
-    // another filesystem. fstatfs reads the filesystem's own counters.
-    struct statfs fs{};
-    if (workspace_fd && ::fstatfs(workspace_fd.get(), &fs) == 0)
-      out.workspace_bytes = static_cast<int64_t>((fs.f_blocks - fs.f_bfree) * static_cast<uint64_t>(fs.f_bsize));
-    return out;
-  }
+  boxrt::backend::usage usage();
 
   /// "bwrap sandbox <id>": how errors name this sandbox.
   std::string what() const { return driver + " sandbox " + id_; }
@@ -498,44 +404,12 @@ class sandbox_managed_process final : public fd_managed_process {
     }
   }
 
-  void send_signal(int sig) override {
-    auto s = session_.lock();
-    if (!s || ended_)
-      return;
-    proto::kill_request req;
-    req.id = 0;
-    req.name = name_;
-    req.signal = sig;
-    {
-      std::lock_guard lock{s->ctl_mtx};
-      req.id = ++s->ctl_seq;
-    }
-    if (auto r = s->control(proto::encode(req), req.id); !r)
-      spdlog::debug("{}: cannot signal managed process {} in {}: {}", s->driver, name_, s->id(), r.error().message);
-  }
+  void send_signal(int sig) override;
 
  private:
   /// The code init wrote; the file belongs to the sandbox uid, so it is read with care
   /// (no symlink, no FIFO, a number only).
-  std::optional<int64_t> read_exit_file() const {
-    int fd = ::openat(io_->get(), exit_name_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-      return std::nullopt;
-    struct stat st{};
-    char buf[32] = {};
-    ssize_t n = -1;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-      n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0)
-      return std::nullopt;
-    auto text = py::strip(std::string_view{buf, static_cast<size_t>(n)});
-    int64_t code = 0;
-    auto [end, errc] = std::from_chars(text.data(), text.data() + text.size(), code);
-    if (errc != std::errc{} || end != text.data() + text.size())
-      return std::nullopt;
-    return code;
-  }
+  std::optional<int64_t> read_exit_file() const;
 
   std::weak_ptr<sandbox_session> session_;
   std::string name_;

@@ -292,4 +292,148 @@ void sandbox_session::sandbox_ended() {
     p->sandbox_ended();
 }
 
+// -- sandbox_session and sandbox_managed_process (detail.hpp) ---------------------------
+
+void sandbox_session::interrupt() {
+  interrupted_ = true;
+  alive_ = false;
+  // Whoever holds the lock is killing the sandbox already (or installing a new one,
+  // which checks interrupted_ when it is done): the actor thread never waits here.
+  std::unique_lock lock{kill_mtx_, std::try_to_lock};
+  if (!lock.owns_lock())
+    return;
+  if (group)
+    group->signal_all();
+  kill_driver();
+}
+
+void sandbox_session::kill_sandbox(bool over) {
+  if (over)
+    alive_ = false;
+  std::lock_guard lock{kill_mtx_};
+  if (group)
+    group->kill_all();
+  kill_driver();
+}
+
+bool sandbox_session::died() const {
+  if (pid <= 0)
+    return true;
+  // The driver is boxd's child and is reaped only by end_sandbox: looked at, not reaped.
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
+    return true;
+  // The sandbox's reaper (pid 1 inside), which ends with init.
+  pollfd p{ns_pidfd.get(), POLLIN, 0};
+  return ns_pidfd && ::poll(&p, 1, 0) > 0;
+}
+
+void sandbox_session::end_sandbox() {
+  std::unique_lock state{sandbox_mtx};
+  to_init.reset(); // boxrt-init exits on end of input
+  kill_sandbox(false);
+  if (pid > 0) {
+    // Reaped under the lock kill_driver signals under, so its pid is never a reused one.
+    std::lock_guard lock{kill_mtx_};
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    pid = -1;
+  }
+  ns_pid = -1;
+  ns_pidfd.reset();
+  from_init.reset();
+  errors.reset();
+  {
+    std::lock_guard lock{ctl_mtx};
+    ctl_req.reset();
+    ctl_rep.reset();
+  }
+  net.reset();
+  sandbox_ended(); // before the io folder goes
+  {
+    std::lock_guard lock{kill_mtx_};
+    if (group)
+      group->destroy();
+    group.reset();
+  }
+  // The views and the io folder were mounted only inside the sandbox, which is gone.
+  fs_root.reset();
+  skills.sub.clear();
+  artifacts.sub.clear();
+  skills.mounted.clear();
+  artifacts.mounted.clear();
+}
+
+void sandbox_session::teardown() {
+  std::lock_guard lock{teardown_mtx_};
+  if (torn_down_)
+    return;
+  torn_down_ = true;
+  alive_ = false;
+  end_sandbox();
+  workspace_fd.reset();
+  skill_lease.reset();
+  leases.clear();
+  const bool removed = private_dir.empty() || unmount_and_remove(private_dir);
+  if (release_uid)
+    release_uid(removed);
+}
+
+boxrt::backend::usage sandbox_session::usage() {
+  boxrt::backend::usage out;
+  std::lock_guard torn{teardown_mtx_};
+  if (torn_down_)
+    return out;
+  {
+    std::lock_guard lock{kill_mtx_};
+    if (group) {
+      out.cpu_usec = group->cpu_usec();
+      out.memory_bytes = group->memory_bytes();
+    }
+  }
+  // The quota image's root, held by descriptor since it was mounted: no path is
+  // walked here, so a tenant that swaps a folder on the way cannot point this at
+  // another filesystem. fstatfs reads the filesystem's own counters.
+  struct statfs fs{};
+  if (workspace_fd && ::fstatfs(workspace_fd.get(), &fs) == 0)
+    out.workspace_bytes = static_cast<int64_t>((fs.f_blocks - fs.f_bfree) * static_cast<uint64_t>(fs.f_bsize));
+  return out;
+}
+
+std::optional<int64_t> sandbox_managed_process::read_exit_file() const {
+  int fd = ::openat(io_->get(), exit_name_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return std::nullopt;
+  struct stat st{};
+  char buf[32] = {};
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0)
+    return std::nullopt;
+  auto text = py::strip(std::string_view{buf, static_cast<size_t>(n)});
+  int64_t code = 0;
+  auto [end, errc] = std::from_chars(text.data(), text.data() + text.size(), code);
+  if (errc != std::errc{} || end != text.data() + text.size())
+    return std::nullopt;
+  return code;
+}
+
+void sandbox_managed_process::send_signal(int sig) {
+  auto s = session_.lock();
+  if (!s || ended_)
+    return;
+  proto::kill_request req;
+  req.id = 0;
+  req.name = name_;
+  req.signal = sig;
+  {
+    std::lock_guard lock{s->ctl_mtx};
+    req.id = ++s->ctl_seq;
+  }
+  if (auto r = s->control(proto::encode(req), req.id); !r)
+    spdlog::debug("{}: cannot signal managed process {} in {}: {}", s->driver, name_, s->id(), r.error().message);
+}
+
 } // namespace boxrt
