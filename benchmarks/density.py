@@ -161,7 +161,7 @@ class Host:
             box["local"]["nsjail_path"] = args.nsjail
         if args.mode == "cloud":
             box["admission"] = {"required": True, "required_backend": args.driver, "max_sessions": 1,
-                                "max_managed_processes": 0, "max_grant_ttl_sec": 86400, "max_timeout_sec": 60,
+                                "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
                                 "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
                                 "readiness_cache_sec": 600}
         config = {"server": {"listen": "127.0.0.1:0", "control_token": TOKEN, "trusted_instance_uuid": INSTANCE,
@@ -202,7 +202,7 @@ async def open_batch(conns, names: list[str], cloud: bool) -> tuple[float, list[
     if cloud:
         # Grants are the host's part, not the start's: pushed before the clock starts.
         g = conns[0].client
-        exp = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
+        exp = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=295)  # the Cloud ceiling is 300 s
         await asyncio.gather(*(g.upsert_sandbox_admission_grant(SandboxAdmissionGrant(
             instance_uuid=INSTANCE, workspace_uuid=n, execution_generation=1, entitlement_revision=1,
             expires_at=exp, max_sessions=1, max_managed_processes=0)) for n in names))
@@ -216,7 +216,8 @@ async def open_batch(conns, names: list[str], cloud: bool) -> tuple[float, list[
             n = queue.pop()
             t = time.monotonic()
             try:
-                r = await conn.client.execute(BoxSpec(session_id=n, cmd="true"), action_context=ctx(n))
+                sid = "global" if cloud else n  # Cloud mode: the runtime owns the session id
+                r = await conn.client.execute(BoxSpec(session_id=sid, cmd="true"), action_context=ctx(n))
                 if r.exit_code != 0:
                     raise RuntimeError(f"exit {r.exit_code}: {r.stderr[:200]}")
                 lat.append(time.monotonic() - t)
@@ -233,16 +234,17 @@ async def open_batch(conns, names: list[str], cloud: bool) -> tuple[float, list[
     return took, lat, opened
 
 
-async def warm_exec(conn, names: list[str], n: int, artifact: tuple[str, str] | None) -> float:
+async def warm_exec(conn, names: list[str], n: int, artifact: tuple[str, str] | None, cloud: bool = False) -> float:
     from langbot_plugin.box.models import BoxSpec
     lat = []
     for _ in range(n):
         ws = random.choice(names)
-        spec = {"session_id": ws, "cmd": "true"}
+        spec = {"session_id": "global" if cloud else ws, "cmd": "true"}
         if artifact:
             digest, host = artifact
-            spec["extra_mounts"] = [{"host_path": host, "mount_path": f"/opt/langbot-artifacts/{digest}",
-                                     "mode": "ro", "content_digest": f"sha256:{digest}"}]
+            # A skill mount (every SDK version carries it): attached for this exec inside
+            # the sandbox, dropped by the next exec without it.
+            spec["extra_mounts"] = [{"host_path": host, "mount_path": f"/workspace/.skills/{digest}", "mode": "ro"}]
         t = time.monotonic()
         try:
             await conn.client.execute(BoxSpec(**spec), action_context=ctx(ws))
@@ -292,7 +294,7 @@ def baseline(host: Host | None) -> dict:
             "host_mounts": count_lines("/proc/1/mountinfo"), "cgroups": cgroups_of("boxrt-"), "slabs": slab_caches()}
 
 
-def leftovers(work: str) -> dict:
+def leftovers(work: str, cgroups_before: int) -> dict:
     mounts = 0
     with open("/proc/1/mountinfo") as f:
         mounts = sum(1 for line in f if work in line or "boxrt" in line)
@@ -308,7 +310,7 @@ def leftovers(work: str) -> dict:
             if work.encode() in cmd or cmd.startswith(b"bwrap") or b"/.boxrt/init" in cmd:
                 procs += 1
     return {"mounts": mounts, "loop_devices": sum(1 for line in loops.splitlines() if work in line),
-            "cgroups": cgroups_of("boxrt-"), "processes": procs}
+            "cgroups": cgroups_of("boxrt-") - cgroups_before, "processes": procs}
 
 
 def floor(program: str, count: int) -> dict:
@@ -345,23 +347,26 @@ async def run(args) -> dict:
               f"PSS {f['pss_kib_per']:.0f} KiB, slab {f['slab_kib_per']:.0f} KiB, "
               f"page tables {f['pagetables_kib_per']:.0f} KiB", flush=True)
     work = tempfile.mkdtemp(prefix="boxd-density-")
+    cgroups_before = cgroups_of("boxrt-")
     host = Host(args, work)
     deadline = time.monotonic() + args.time_limit
     live: list[str] = []
     try:
         conns = [await BoxConnection(host.url, TOKEN, INSTANCE).__aenter__() for _ in range(args.connections)]
         # One exec first, so the readiness probe and the pool are behind us.
-        await open_batch(conns[:1], ["density-warmup"], args.mode == "cloud")
+        _, _, opened = await open_batch(conns[:1], ["density-warmup"], args.mode == "cloud")
+        if not opened:
+            raise RuntimeError("the first workspace could not be opened")
         live.append("density-warmup")
         time.sleep(1.0)
         base = baseline(host)
         artifact = None
         if args.mode == "standard":
-            adir = os.path.join(work, "box", "artifact")
+            adir = os.path.join(work, "box", "skills", "density-skill")
             os.makedirs(adir, exist_ok=True)
-            with open(os.path.join(adir, "hello.txt"), "w") as f:
-                f.write("hi\n")
-            artifact = ("ab" * 32, adir)
+            with open(os.path.join(adir, "SKILL.md"), "w") as f:
+                f.write("a skill\n")
+            artifact = ("density-skill", adir)
         print(f"== density: {args.driver}, {args.mode} mode, warm pool {args.pool}, "
               f"{args.connections} connections, batches of {args.batch}", flush=True)
         print("| live | starts/s | first exec p50 / p90 ms | failed | warm exec p50 ms | with a mount | "
@@ -384,7 +389,7 @@ async def run(args) -> dict:
                 live.extend(opened)
                 if failed == n:
                     break
-            warm = await warm_exec(conns[0], live, args.warm, None)
+            warm = await warm_exec(conns[0], live, args.warm, None, args.mode == "cloud")
             warm_mount = await warm_exec(conns[0], live, args.warm, artifact) if artifact else float("nan")
             row = measure(host, base, len(live), args.idle)
             n = max(1, len(live))
@@ -402,7 +407,7 @@ async def run(args) -> dict:
             await c.__aexit__()
     finally:
         took, rc = host.stop()
-        left = leftovers(work)
+        left = leftovers(work, cgroups_before)
         report["shutdown"] = {"seconds": took, "rc": rc, "live": len(live), **left}
         print(f"SIGTERM with {len(live)} live sandboxes: boxd exited (rc {rc}) after {took:.1f} s; left "
               f"{left['mounts']} mounts, {left['loop_devices']} loop devices, {left['cgroups']} cgroups, "
