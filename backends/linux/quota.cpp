@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -90,7 +91,20 @@ std::string run_tool_status(const std::vector<std::string>& argv, int& exit_stat
   return err;
 }
 
-std::vector<std::string> mounts_under(const std::string& prefix) {
+std::vector<std::string> mount_points() {
+  // mountinfo escapes space, tab, newline and backslash in a path as \ooo.
+  auto unescape = [](const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+        out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
+        i += 3;
+      } else {
+        out.push_back(s[i]);
+      }
+    }
+    return out;
+  };
   std::vector<std::string> out;
   std::ifstream in{"/proc/self/mountinfo"};
   std::string line;
@@ -98,9 +112,16 @@ std::vector<std::string> mounts_under(const std::string& prefix) {
     std::istringstream fields{line};
     std::string id, parent, devno, root, point;
     fields >> id >> parent >> devno >> root >> point;
+    out.push_back(unescape(point));
+  }
+  return out;
+}
+
+std::vector<std::string> mounts_under(const std::string& prefix) {
+  std::vector<std::string> out;
+  for (auto& point : mount_points())
     if (point == prefix || point.starts_with(prefix + "/"))
       out.push_back(point);
-  }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
   return out;
 }

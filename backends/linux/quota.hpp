@@ -80,6 +80,9 @@ class loop_quota {
   std::map<std::string, mounted> mounts_;
 };
 
+/// Every mount point of boxd's own mount namespace, in /proc/self/mountinfo's order.
+std::vector<std::string> mount_points();
+
 /// Mount points of boxd's own mount namespace at or below `prefix`, deepest first.
 std::vector<std::string> mounts_under(const std::string& prefix);
 

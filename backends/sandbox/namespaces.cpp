@@ -1,6 +1,8 @@
 // The template namespace and detached tmpfs mounts (namespaces.hpp).
 #include "backends/sandbox/namespaces.hpp"
 
+#include "backends/linux/quota.hpp"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,10 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace boxrt::sandbox_detail {
@@ -22,20 +22,6 @@ namespace {
 
 bool at_or_below(const std::string& p, const std::string& base) {
   return p == base || (base == "/" ? p.starts_with("/") : p.starts_with(base + "/"));
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
 }
 
 } // namespace
@@ -64,13 +50,7 @@ result<unique_fd> detached_tmpfs(const std::string& options, unsigned attrs) {
 
 std::vector<std::string> mounts_to_leave_out(const std::vector<std::string>& keep) {
   std::vector<std::string> out;
-  std::ifstream in{"/proc/self/mountinfo"};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields{line};
-    std::string id, parent, devno, root, point;
-    fields >> id >> parent >> devno >> root >> point;
-    point = unescape(point);
+  for (auto& point : mount_points()) {
     if (point == "/")
       continue;
     bool needed = false;
