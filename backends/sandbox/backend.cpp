@@ -199,6 +199,11 @@ sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_uniq
   }
   impl_->template_ns = std::move(made.value());
   impl_->init_file = run + "/boxrt-init/init";
+  impl_->launcher_takes_fds = opts_.launcher_takes_fds && launcher_can_take_fds();
+  if (opts_.launcher_takes_fds && !impl_->launcher_takes_fds)
+    spdlog::warn("{}: boxd may not take its own descriptors by number here (pidfd_getfd needs ptrace access): each "
+                 "launch copies boxd's descriptor table, which costs more with every live sandbox",
+                 name());
 }
 
 sandbox_backend::~sandbox_backend() {

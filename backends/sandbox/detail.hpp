@@ -147,6 +147,11 @@ bool within(const std::string& p, const std::string& base);
 /// deep. Skill mounts come and go per exec without a new sandbox (see docs/sandbox.md).
 std::string skill_mount_name(const box_spec& spec, const mount_spec& m);
 
+/// True when a clone of boxd may unshare its descriptor table and take boxd's
+/// descriptors by number (pidfd_getfd): the launcher then starts sharing boxd's table
+/// rather than copying it, a cost that grows with every live sandbox.
+bool launcher_can_take_fds();
+
 /// A session's own file system: one small tmpfs, mounted nowhere in boxd's namespace,
 /// holding the views' folders (`skills`, `artifacts`, root's) and the io folder (`io`, the
 /// sandbox uid's, 0700), each bound where the sandbox shows it. One per sandbox, not
@@ -495,6 +500,9 @@ struct sandbox_backend::impl {
   /// boxrt-init waits in it for bwrap to bind.
   unique_fd template_ns;
   std::string init_file;
+  /// Whether the launcher may take boxd's descriptors by number (launcher_can_take_fds)
+  /// instead of starting from a copy of boxd's whole table.
+  bool launcher_takes_fds = false;
   std::atomic<uint64_t> next_id{1};
   std::mutex probe_mtx;
   std::optional<bool> storage_ok;

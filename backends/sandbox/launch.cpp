@@ -26,6 +26,43 @@ unique_fd memfd_with(const char* name, std::string_view data) {
 /// The launcher's stack: it runs in a clone sharing boxd's memory (see launch).
 constexpr size_t launcher_stack_size = 256 * 1024;
 
+} // namespace
+
+bool sandbox_detail::launcher_can_take_fds() {
+  // A clone as the launcher makes it: its own table, one descriptor of boxd's taken by
+  // number and written to. pidfd_getfd needs ptrace access to boxd (CAP_SYS_PTRACE
+  // where Yama restricts ptrace to descendants; a container may drop it).
+  int probe[2];
+  if (::pipe2(probe, O_CLOEXEC | O_NONBLOCK) != 0)
+    return false;
+  struct call {
+    pid_t parent;
+    int fd;
+  } c{::getpid(), probe[1]};
+  constexpr size_t stack_size = 64 * 1024;
+  auto stack = std::make_unique<char[]>(stack_size);
+  auto body = [](void* arg) -> int {
+    auto* c = static_cast<call*>(arg);
+    if (::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
+      ::_exit(1);
+    int boxd = static_cast<int>(::syscall(SYS_pidfd_open, c->parent, 0));
+    int got = boxd < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, boxd, c->fd, 0));
+    ::_exit(got >= 0 && ::write(got, "x", 1) == 1 ? 0 : 2);
+  };
+  pid_t pid = ::clone(body, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &c);
+  int status = -1;
+  if (pid > 0)
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  char x = 0;
+  const bool ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::read(probe[0], &x, 1) == 1 && x == 'x';
+  ::close(probe[0]);
+  ::close(probe[1]);
+  return ok;
+}
+
+namespace {
+
 template <class Body>
 int run_launcher(void* body) {
   (*static_cast<Body*>(body))();
@@ -366,15 +403,20 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // state (set*id are raw system calls: glibc's would signal boxd's threads). A fork
   // copied boxd's page tables, which grow with every live sandbox.
   const pid_t boxd_pid = ::getpid();
+  const bool share_fds = impl_->launcher_takes_fds;
   auto launcher = [&]() noexcept {
     // A descriptor table of its own first, holding boxd's 0-2 only: it starts sharing
     // boxd's (CLONE_FILES), since copying that table and closing every entry again cost
     // O(live sandboxes) per start. Each descriptor it needs is then taken from boxd by
-    // number (pidfd_getfd), above every target number of the dup2s below.
-    if (::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
+    // number (pidfd_getfd), above every target number of the dup2s below. Where that is
+    // not permitted (launcher_can_take_fds), the clone gets a copy of the table instead.
+    if (share_fds && ::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
       ::_exit(119);
-    const int boxd = ::fcntl(static_cast<int>(::syscall(SYS_pidfd_open, boxd_pid, 0)), F_DUPFD_CLOEXEC, 16);
+    const int boxd =
+      share_fds ? ::fcntl(static_cast<int>(::syscall(SYS_pidfd_open, boxd_pid, 0)), F_DUPFD_CLOEXEC, 16) : -1;
     auto take = [&](int fd) {
+      if (!share_fds)
+        return fd;
       if (fd < 0 || boxd < 0)
         return -1;
       int got = static_cast<int>(::syscall(SYS_pidfd_getfd, boxd, fd, 0));
@@ -494,7 +536,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   auto stack = std::make_unique<char[]>(launcher_stack_size);
   impl_->launcher.run([&] {
     pid = ::clone(run_launcher<decltype(launcher)>, stack.get() + launcher_stack_size,
-                  CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &launcher);
+                  CLONE_VM | CLONE_VFORK | (share_fds ? CLONE_FILES : 0) | SIGCHLD, &launcher);
     clone_error = errno;
   });
   ::close(in_pipe[0]);

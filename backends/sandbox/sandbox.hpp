@@ -58,6 +58,10 @@ struct sandbox_options {
   /// The trusted host's group (server.host_gid): read and write on every tenant tree
   /// through an ACL, while the trees are closed to everyone else. -1: no such group.
   int64_t host_gid = -1;
+  /// Lets the launcher take boxd's descriptors by number where the kernel permits it
+  /// (launcher_can_take_fds); false makes it start from a copy of boxd's table, as it
+  /// must where pidfd_getfd is refused (tests cover both).
+  bool launcher_takes_fds = true;
   /// Where boxd listens: refused from network-on sandboxes when it is not loopback.
   std::string listen_host;
   /// Disk I/O caps per session on its quota image's loop device (box.limits.io_*; off

@@ -112,6 +112,23 @@ BOOST_FIXTURE_TEST_CASE(a_warm_session_keeps_state_between_execs_without_a_new_s
   BOOST_TEST(!session->alive());
 }
 
+// The launcher takes boxd's descriptors by number where the kernel lets it, else it
+// starts from a copy of boxd's table: both make the same sandbox, with no descriptor of
+// boxd's inside beyond what it was handed.
+BOOST_FIXTURE_TEST_CASE(both_ways_of_handing_the_launcher_its_descriptors_make_the_same_sandbox, driver_fixture) {
+  for (bool take : {true, false}) {
+    BOOST_TEST_CONTEXT("launcher_takes_fds " << take) {
+      opts.launcher_takes_fds = take;
+      make_backend();
+      auto s = spec(take ? "fds-taken" : "fds-copied");
+      auto session = start(s);
+      auto r = run(*session, s, "echo ok; ls /proc/self/fd | wc -l");
+      BOOST_TEST(r.stdout_text == "ok\n4", r.stdout_text + r.stderr_text); // 0-2 and ls's own
+      backend->stop_session(*session);
+    }
+  }
+}
+
 BOOST_FIXTURE_TEST_CASE(one_sandbox_serves_a_hundred_execs_as_the_workspace_uid, driver_fixture) {
   auto s = spec("hundred", tenant("100100100100100100100100"));
   auto session = start(s);
