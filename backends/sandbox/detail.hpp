@@ -129,6 +129,11 @@ box_error mount_targets_error(const box_spec& spec);
 /// pool only.
 int in_mount_namespace(int pidfd, const std::function<int()>& fn);
 
+/// Runs `body(arg)` in a clone made with `flags` (CLONE_VFORK among them, so the caller
+/// waits) on a stack of its own, and reaps it: its exit status, -1 with errno when it
+/// could not be made, -2 when a signal ended it.
+int run_clone(int (*body)(void*), void* arg, int flags);
+
 /// True when the spec's host path is mounted as the workspace (one is set and its mode
 /// is not none); else the session's own folder is the workspace.
 inline bool mounts_host_path(const box_spec& spec) {
@@ -161,7 +166,9 @@ inline result<unique_fd> make_session_fs() {
 }
 
 /// A detached copy of the mount tree at `source`, read-only from the start when `ro`,
-/// private: what a view attaches inside a sandbox (mount_in_view).
+/// private (a copy of a shared host mount would join its peer group, so every mount
+/// event of the host under it would visit every copy): what a launch stages and what a
+/// view attaches inside a sandbox (mount_in_view).
 result<unique_fd> detached_copy(int source, const std::string& shown, bool ro);
 
 /// Detaches every mount at or below `dir`, then removes `dir` (a folder of boxd's state)
@@ -303,10 +310,6 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   std::shared_ptr<loop_quota::lease> skill_lease;
   /// Quota leases and the uid are taken by the first launch and kept by later ones.
   bool prepared = false;
-  /// Started for the warm pool: its workspace mount point shows the session's own
-  /// empty folder, and its skills view is not inside yet, until a first use adopts it
-  /// (sandbox_backend::adopt attaches both inside its mount namespace).
-  bool pooled = false;
   /// Set while the uid is this session's own (not a workspace's): gives it back at the
   /// teardown, told whether the private tree is gone (uid_allocator::release).
   std::function<void(bool tree_removed)> release_uid;

@@ -100,4 +100,12 @@ inline constexpr int64_t inodes_per_mb = 256;
 /// three: its size is their sum, which the three share.
 std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t memory_mb);
 
+/// The one scratch tmpfs's size and inode cap: the sum of its folders' (a few inodes more
+/// for the folders themselves).
+struct scratch_bounds {
+  int64_t bytes = 0;
+  int64_t inodes = 0;
+};
+scratch_bounds scratch_space(const sandbox_options& o, int64_t memory_mb);
+
 } // namespace boxrt::sandbox_detail

@@ -39,8 +39,6 @@ bool sandbox_detail::launcher_can_take_fds() {
     pid_t parent;
     int fd;
   } c{::getpid(), probe[1]};
-  constexpr size_t stack_size = 64 * 1024;
-  auto stack = std::make_unique<char[]>(stack_size);
   auto body = [](void* arg) -> int {
     auto* c = static_cast<call*>(arg);
     if (::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
@@ -49,13 +47,9 @@ bool sandbox_detail::launcher_can_take_fds() {
     int got = boxd < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, boxd, c->fd, 0));
     ::_exit(got >= 0 && ::write(got, "x", 1) == 1 ? 0 : 2);
   };
-  pid_t pid = ::clone(body, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &c);
-  int status = -1;
-  if (pid > 0)
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
   char x = 0;
-  const bool ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::read(probe[0], &x, 1) == 1 && x == 'x';
+  const bool ok = run_clone(body, &c, CLONE_VM | CLONE_VFORK | CLONE_FILES) == 0 && ::read(probe[0], &x, 1) == 1
+                  && x == 'x';
   ::close(probe[0]);
   ::close(probe[1]);
   return ok;
@@ -147,6 +141,8 @@ box_error sandbox_backend::prepare(sandbox_session& s) {
 
 box_error sandbox_backend::launch(sandbox_session& s) {
   std::unique_lock state{s.sandbox_mtx};
+  // Where the sources are staged, on the session's file system (see build_args).
+  const auto stage_sources = stage_root_ + "/" + staged_sources;
   const auto& spec = s.spec;
   const uint32_t uid = s.uid, gid = s.gid;
   ++s.generation;
@@ -187,16 +183,10 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     struct stat st{};
     item.dir = ::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
     if (detach) {
-      item.tree.reset(high_fd(static_cast<int>(
-        ::open_tree(fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))));
-      if (!item.tree)
-        return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
-      // Private: a copy of a shared host mount would join its peer group, so every
-      // mount event of the host under it would visit every sandbox's copy.
-      mount_attr attr{};
-      attr.propagation = MS_PRIVATE;
-      if (::mount_setattr(item.tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-        return make_box_error(ec::box_error, "cannot bind " + path + ": " + std::strerror(errno));
+      auto copy = detached_copy(fd.get(), path, false);
+      if (!copy)
+        return copy.error();
+      item.tree.reset(high_fd(copy->release()));
     }
     item.fd.reset(high_fd(fd.release()));
     items.push_back(std::move(item));
@@ -251,16 +241,14 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   std::vector<mode_t> scratch_modes;
   std::vector<char> scratch_owned;
   {
-    int64_t bytes = 0, inodes = 0;
     for (auto& m : ephemeral_mounts(opts_, spec.memory_mb)) {
-      bytes += m.bytes;
-      inodes += m.inodes;
-      scratch_dirs.push_back(stage_root_ + "/" + staged_sources + "/" + std::to_string(items.size()) + "/" + m.folder);
+      scratch_dirs.push_back(stage_sources + "/" + std::to_string(items.size()) + "/" + m.folder);
       scratch_modes.push_back(m.shared ? 01777 : 0755);
       scratch_owned.push_back(m.shared ? 0 : 1);
     }
     staged_item item;
-    item.tmpfs = "size=" + std::to_string(bytes) + ",nr_inodes=" + std::to_string(inodes + 8) + ",mode=0755";
+    const auto bounds = scratch_space(opts_, spec.memory_mb);
+    item.tmpfs = "size=" + std::to_string(bounds.bytes) + ",nr_inodes=" + std::to_string(bounds.inodes) + ",mode=0755";
     items.push_back(std::move(item));
   }
   // Descriptors the driver reads: the seccomp filter, init's image, the resolver file.
@@ -340,7 +328,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   argv.push_back(nullptr);
   char* envp[] = {nullptr};
   // nsjail's /dev and resolver file, made in the staging tmpfs by the launcher.
-  std::string dev_dir = stage_root_ + "/" + staged_sources + "/" + staged_dev;
+  std::string dev_dir = stage_sources + "/" + staged_dev;
   std::vector<std::string> dev_nodes, dev_sources;
   for (const char* d : sandbox_devices) {
     dev_nodes.push_back(dev_dir + "/" + d);
@@ -349,7 +337,7 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   std::string dev_shm = dev_dir + "/shm", dev_pts = dev_dir + "/pts", dev_ptmx = dev_dir + "/ptmx";
   std::string dev_fd = dev_dir + "/fd", dev_stdin = dev_dir + "/stdin", dev_stdout = dev_dir + "/stdout",
               dev_stderr = dev_dir + "/stderr";
-  std::string resolv_path = stage_root_ + "/" + staged_sources + "/" + staged_resolv;
+  std::string resolv_path = stage_sources + "/" + staged_resolv;
   std::string_view resolv_text = sandbox_resolv_conf;
 
   // Staging: the driver cannot reach a source whose parent folders the sandbox uid may
@@ -366,13 +354,12 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   std::vector<int> stage_tree;
   std::vector<char> stage_is_dir;
   for (size_t i = 0; i < items.size(); ++i) {
-    stage_to.push_back(stage_root_ + "/" + staged_sources + "/" + std::to_string(i));
+    stage_to.push_back(stage_sources + "/" + std::to_string(i));
     stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
     stage_tree.push_back(items[i].tree.get());
     stage_is_dir.push_back(items[i].dir ? 1 : 0);
   }
   auto stage_root = stage_root_;
-  const auto stage_sources = stage_root_ + "/" + staged_sources;
   const int session_fs = s.fs_root->get();
   const int template_ns = impl_->template_ns.get();
 

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,22 +103,9 @@ result<unique_fd> make_template_namespace(const std::vector<std::string>& leave_
     int out = ::open(init_file.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0555);
     if (out < 0)
       fail(4);
-    char buf[65536];
-    off_t at = 0;
-    for (;;) {
-      ssize_t n = ::pread(init_image, buf, sizeof buf, at);
-      if (n < 0)
+    for (off_t at = 0; at < image.st_size;)
+      if (::sendfile(out, init_image, &at, static_cast<size_t>(image.st_size - at)) <= 0)
         fail(5);
-      if (n == 0)
-        break;
-      for (ssize_t done = 0; done < n;) {
-        ssize_t w = ::write(out, buf + done, static_cast<size_t>(n - done));
-        if (w <= 0)
-          fail(5);
-        done += w;
-      }
-      at += n;
-    }
     if (::fchmod(out, 0555) != 0 || ::close(out) != 0)
       fail(5);
     if (::mount(nullptr, init_dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)

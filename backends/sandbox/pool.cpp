@@ -66,7 +66,6 @@ result<std::shared_ptr<sandbox_session>> sandbox_backend::start_warm() {
   auto s = std::make_shared<sandbox_session>(sid, warm_spec(), false);
   s->driver = name();
   s->host = impl_->host;
-  s->pooled = true;
   if (auto e = prepare(*s)) {
     s->teardown();
     return e;
@@ -275,13 +274,10 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
     if (!copy)
       return copy.error();
     ws = std::move(copy.value());
-    // nosuid and nodev as bwrap's and nsjail's binds; private, as the normal start's
-    // copy is: a copy of a shared host mount would otherwise be the host's peer, and
-    // what goes onto it inside (the skills view, the skills attached per exec) would
-    // appear on the host too.
+    // nosuid and nodev as bwrap's and nsjail's binds (detached_copy made it private, as
+    // the normal start's copy is, so nothing mounted on it inside appears on the host).
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    attr.propagation = MS_PRIVATE;
     if (::mount_setattr(ws.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return fail("restrict the workspace mount", errno);
   }
@@ -327,7 +323,6 @@ box_error sandbox_backend::attach_workspace(sandbox_session& s, const box_spec& 
   if (rc != 0)
     return fail("attach the workspace inside a warm sandbox", rc);
   s.spec = spec;
-  s.pooled = false;
   s.skills.target = spec.mount_path + "/.skills";
   return {};
 }

@@ -156,23 +156,28 @@ int namespace_child(void* arg) {
 
 } // namespace
 
+int run_clone(int (*body)(void*), void* arg, int flags) {
+  constexpr size_t stack_size = 256 * 1024;
+  auto stack = std::make_unique<char[]>(stack_size);
+  pid_t pid = ::clone(body, stack.get() + stack_size, flags | SIGCHLD, arg);
+  if (pid < 0)
+    return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+}
+
 int in_mount_namespace(int pidfd, const std::function<int()>& fn) {
   // Not a fork: a fork copies boxd's descriptor table and page tables, which grow with
   // every live sandbox, so each per-exec mount cost more as the host filled. The helper
   // shares both (CLONE_VM | CLONE_FILES) and the calling thread waits until it is done
   // (CLONE_VFORK); only its file system context is its own, which setns needs.
-  constexpr size_t stack_size = 256 * 1024;
-  auto stack = std::make_unique<char[]>(stack_size);
   namespace_call call{pidfd, &fn};
-  pid_t pid = ::clone(namespace_child, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &call);
-  if (pid < 0)
+  int status = run_clone(namespace_child, &call, CLONE_VM | CLONE_VFORK | CLONE_FILES);
+  if (status == -1)
     return errno;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status))
-    return EIO;
-  return WEXITSTATUS(status);
+  return status < 0 ? EIO : status;
 }
 
 int open_dir_no_links(int at, const std::string& path, uint64_t resolve) {
@@ -200,7 +205,8 @@ result<unique_fd> detached_copy(int source, const std::string& shown, bool ro) {
   attr.attr_set = ro ? MOUNT_ATTR_RDONLY : 0;
   attr.propagation = MS_PRIVATE;
   if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-    return make_box_error(ec::box_error, "cannot make " + shown + " read-only: " + std::strerror(errno));
+    return make_box_error(ec::box_error, std::string{"cannot make "} + (ro ? "a read-only" : "a private") + " copy of "
+                                           + shown + ": " + std::strerror(errno));
   return tree;
 }
 
@@ -241,6 +247,15 @@ std::vector<ephemeral_mount> ephemeral_mounts(const sandbox_options& o, int64_t 
     if (sum > budget)
       size = std::max<int64_t>(size * budget / sum, 1);
     out.push_back({w.target, w.folder, size * 1048576, size * inodes_per_mb, std::string_view{w.target} != "/home"});
+  }
+  return out;
+}
+
+scratch_bounds scratch_space(const sandbox_options& o, int64_t memory_mb) {
+  scratch_bounds out{0, 8};
+  for (auto& m : ephemeral_mounts(o, memory_mb)) {
+    out.bytes += m.bytes;
+    out.inodes += m.inodes;
   }
   return out;
 }
