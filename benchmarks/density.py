@@ -38,14 +38,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "conformance"))
 
-TOKEN = "density-control-token-0123456789abcdef"
-INSTANCE = "density-instance"
+from conftest import INSTANCE, TOKEN  # noqa: E402 - the conformance suite's boxd and client
+from sidebyside import descendants  # noqa: E402 - every process below boxd
 
 
 def meminfo() -> dict[str, int]:
@@ -74,32 +73,6 @@ def drop_caches() -> None:
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
-
-
-def children_map() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
-    return kids
-
-
-def descendants(pid: int) -> list[int]:
-    kids = children_map()
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def pss_kib(pid: int) -> int:
@@ -148,46 +121,37 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))]
 
 
-class Host:
-    """One boxd with its own folder; the client connections it is driven through."""
+def start_boxd(args):
+    """One boxd with its own folder (the conformance suite's Boxd), on the run's driver
+    and mode."""
+    from conftest import Boxd
+    box: dict = {"backend": args.driver,
+                 "limits": {"max_sessions": 5000, "max_sessions_per_workspace": 1, "session_ttl_sec": 0,
+                            "warm_pool": args.pool, "max_idle_workspaces": 250000}}
+    if args.nsjail:
+        box["local"] = {"nsjail_path": args.nsjail}
+    if args.mode == "cloud":
+        box["admission"] = {"required": True, "required_backend": args.driver, "max_sessions": 1,
+                            "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
+                            "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
+                            "readiness_cache_sec": 600}
+    boxd = Boxd(box, server={"trusted_instance_uuid": INSTANCE, "max_connections": 64})
+    boxd.pid = boxd.proc.pid
+    return boxd
 
-    def __init__(self, args, work: str):
-        self.args = args
-        self.work = work
-        box: dict = {"backend": args.driver, "local": {"host_root": os.path.join(work, "box")},
-                     "limits": {"max_sessions": 5000, "max_sessions_per_workspace": 1, "session_ttl_sec": 0,
-                                "warm_pool": args.pool, "max_idle_workspaces": 250000}}
-        if args.nsjail:
-            box["local"]["nsjail_path"] = args.nsjail
-        if args.mode == "cloud":
-            box["admission"] = {"required": True, "required_backend": args.driver, "max_sessions": 1,
-                                "max_managed_processes": 0, "max_grant_ttl_sec": 300, "max_timeout_sec": 60,
-                                "cpus": 0.5, "memory_mb": 256, "pids_limit": 64, "workspace_quota_mb": 32,
-                                "readiness_cache_sec": 600}
-        config = {"server": {"listen": "127.0.0.1:0", "control_token": TOKEN, "trusted_instance_uuid": INSTANCE,
-                             "transfer_dir": os.path.join(work, "transfers"), "max_connections": 64},
-                  "box": box}
-        path = os.path.join(work, "config.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        self.log = open(os.path.join(work, "boxd.log"), "w")
-        self.proc = subprocess.Popen([os.environ["BOXD"], "--config", path], stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("boxd listening on "):
-            raise RuntimeError(f"boxd did not start: {line!r}; log in {self.log.name}")
-        self.url = line.split()[-1] + "/rpc/ws"
-        self.pid = self.proc.pid
 
-    def stop(self) -> tuple[float, int]:
-        t0 = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        return time.monotonic() - t0, rc
+def stop_boxd(boxd) -> tuple[float, int]:
+    """SIGTERM, and how long boxd takes to exit (it is killed after 300 s)."""
+    t0 = time.monotonic()
+    boxd.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = boxd.proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        boxd.proc.kill()
+        rc = boxd.proc.wait()
+    took = time.monotonic() - t0
+    boxd.stop()  # closes its log
+    return took, rc
 
 
 def ctx(ws: str):
@@ -255,7 +219,7 @@ async def warm_exec(conn, names: list[str], n: int, artifact: tuple[str, str] | 
     return pct(lat, 0.5) * 1000
 
 
-def measure(host: Host, base: dict, live: int, idle_seconds: float) -> dict:
+def measure(host, base: dict, live: int, idle_seconds: float) -> dict:
     drop_caches()
     m = meminfo()
     kids = descendants(host.pid)
@@ -285,7 +249,7 @@ def measure(host: Host, base: dict, live: int, idle_seconds: float) -> dict:
     return row
 
 
-def baseline(host: Host | None) -> dict:
+def baseline(host) -> dict:
     drop_caches()
     m = meminfo()
     kids = descendants(host.pid) if host else []
@@ -346,9 +310,9 @@ async def run(args) -> dict:
         print(f"floor: bare idle bwrap sandbox ({f['count']}): {f['used_kib_per']:.0f} KiB host memory each, "
               f"PSS {f['pss_kib_per']:.0f} KiB, slab {f['slab_kib_per']:.0f} KiB, "
               f"page tables {f['pagetables_kib_per']:.0f} KiB", flush=True)
-    work = tempfile.mkdtemp(prefix="boxd-density-")
     cgroups_before = cgroups_of("boxrt-")
-    host = Host(args, work)
+    host = start_boxd(args)
+    work = host.dir
     deadline = time.monotonic() + args.time_limit
     live: list[str] = []
     try:
@@ -406,7 +370,7 @@ async def run(args) -> dict:
         for c in conns:
             await c.__aexit__()
     finally:
-        took, rc = host.stop()
+        took, rc = stop_boxd(host)
         left = leftovers(work, cgroups_before)
         report["shutdown"] = {"seconds": took, "rc": rc, "live": len(live), **left}
         print(f"SIGTERM with {len(live)} live sandboxes: boxd exited (rc {rc}) after {took:.1f} s; left "

@@ -28,7 +28,8 @@ INSTANCE = "instance-a"
 class Boxd:
     """One boxd process with its own config and data folder."""
 
-    def __init__(self, box: dict, testing: bool = False):
+    def __init__(self, box: dict, testing: bool = False, server: dict | None = None):
+        """`server`: more keys of the server section (benchmarks/density.py's)."""
         self.dir = tempfile.mkdtemp(prefix="boxd-conformance-")
         box = dict(box)
         box.setdefault("local", {})["host_root"] = os.path.join(self.dir, "box")
@@ -39,6 +40,7 @@ class Boxd:
                 "transfer_dir": os.path.join(self.dir, "transfers"),
                 # Lets the scripted backend make admission ready: tests only.
                 "testing": testing,
+                **(server or {}),
             },
             "box": box,
         }
