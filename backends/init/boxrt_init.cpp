@@ -562,7 +562,7 @@ int main(int argc, char** argv) {
     auto rc = ::poll(fds, 3, -1);
     if (rc < 0 && errno != EINTR)
       return 1;
-    service(rc == 0 ? POLLIN : fds[1].revents, rc > 0 ? fds[2].revents : 0);
+    service(fds[1].revents, fds[2].revents); // both 0 when poll was interrupted
     if (rc <= 0 || fds[0].revents == 0)
       continue;
     if (!read_frame(0, payload))
