@@ -7,9 +7,9 @@
 // Per exec it creates and enters the workdir itself, forks `/bin/sh -c CMD` in a process
 // group of its own, collects both output streams (capped as it reads) and the exit
 // status, then kills whatever the command left running in its group. It also starts
-// managed processes (long-running stdio servers) on request over the control FIFOs of
-// /.boxrt/io, serves those requests even while an exec runs, reaps them and records
-// their exit codes there. It exits when its stdin closes (the sandbox ends with it).
+// managed processes (long-running stdio servers, their stdio FIFOs in /.boxrt/io) on
+// request over its control socket, serves those requests even while an exec runs, reaps
+// them and records their exit codes in /.boxrt/io. It exits when its stdin closes (the sandbox ends with it).
 // Standard library and POSIX only.
 #include <fcntl.h>
 #include <poll.h>
@@ -43,10 +43,9 @@ namespace {
 /// The session's io folder: FIFOs of managed processes, their exit files, control FIFOs.
 constexpr const char* io_dir = "/.boxrt/io";
 
-/// The managed-process side of init: control FIFOs, SIGCHLD, the children by pid.
+/// The managed-process side of init: the control socket, SIGCHLD, the children by pid.
 struct control_state {
-  int req = -1; // ctl.req, held O_RDWR so it never reads end of input
-  int rep = -1; // ctl.rep, held O_RDWR so opening it never blocks
+  int req = -1; // the control socket (requests in, replies out), -1 once broken
   int sig = -1; // signalfd for SIGCHLD
   std::map<pid_t, std::string> managed;
 };
@@ -296,7 +295,7 @@ void serve_control() {
   } else {
     reply.error = "unknown request";
   }
-  write_all(ctl.rep, proto::encode(reply));
+  write_all(ctl.req, proto::encode(reply));
 }
 
 /// Reaps and serves control requests when poll saw them ready.
@@ -530,12 +529,11 @@ int main(int argc, char** argv) {
     become_reaper_parent();
   ::signal(SIGPIPE, SIG_IGN);
   note_ignored_signals();
-  // The host's channel arrives above stdio (see init_protocol::channel_in).
-  if (::fcntl(proto::channel_in, F_GETFD) != -1 && ::fcntl(proto::channel_out, F_GETFD) != -1) {
-    if (::dup2(proto::channel_in, 0) < 0 || ::dup2(proto::channel_out, 1) < 0)
+  // The host's channels arrive above stdio (see init_protocol::channel_fd).
+  if (::fcntl(proto::channel_fd, F_GETFD) != -1) {
+    if (::dup2(proto::channel_fd, 0) < 0 || ::dup2(proto::channel_fd, 1) < 0)
       return 1;
-    ::close(proto::channel_in);
-    ::close(proto::channel_out);
+    ::close(proto::channel_fd);
   }
   // Orphans of earlier execs are reaped by the sandbox's pid 1 (the reaper above); our
   // managed children by us, on SIGCHLD (children unblock it again).
@@ -544,14 +542,9 @@ int main(int argc, char** argv) {
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
   ctl.sig = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-  // The control FIFOs exist when the host gave this sandbox an io folder.
-  ctl.req = ::open((std::string{io_dir} + "/ctl.req").c_str(), O_RDWR | O_CLOEXEC);
-  ctl.rep = ::open((std::string{io_dir} + "/ctl.rep").c_str(), O_RDWR | O_CLOEXEC);
-  if (ctl.req < 0 || ctl.rep < 0) {
-    if (ctl.req >= 0)
-      ::close(ctl.req);
-    ctl.req = -1;
-  }
+  // The control socket, when the host gave this sandbox one (no child inherits it).
+  if (::fcntl(proto::control_fd, F_SETFD, FD_CLOEXEC) == 0)
+    ctl.req = proto::control_fd;
   if (!write_all(1, proto::ready_frame()))
     return 1;
   std::string payload;

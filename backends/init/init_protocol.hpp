@@ -16,8 +16,8 @@
 // A non-empty `error` means the command did not start (workdir or fork failure); its
 // text is the stderr the caller sees, with exit code 1 as `sh -c 'mkdir -p ...'` gives.
 //
-// Managed processes go over a second channel, the FIFOs `ctl.req` and `ctl.rep` in the
-// session's io folder (`/.boxrt/io` inside), which init serves even while an exec runs:
+// Managed processes go over a second channel, a socket of their own (`control_fd`), which
+// init serves even while an exec runs:
 //
 //   host -> init:  "spawn", id, name, command, cwd, arg count, args..., env count, KEY=VALUE...
 //   host -> init:  "kill", id, name, signal
@@ -41,12 +41,13 @@
 
 namespace boxrt::init_protocol {
 
-/// Where init finds its channel to the host when it starts: requests on `channel_in`,
-/// replies on `channel_out`. Not its stdio, which the driver gives pid 1 (init's reaper,
-/// which closes every descriptor): descriptors above 2 go to init alone. init moves them
-/// to 0 and 1.
-inline constexpr int channel_in = 8;
-inline constexpr int channel_out = 9;
+/// Where init finds its channels to the host when it starts, each one stream socket
+/// (requests in, replies out on the same descriptor: one host descriptor per channel):
+/// the exec channel at `channel_fd`, which init moves to its stdin and stdout, and the
+/// control channel at `control_fd`. Not its stdio, which the driver gives pid 1 (init's
+/// reaper, which closes every descriptor): descriptors above 2 go to init alone.
+inline constexpr int channel_fd = 8;
+inline constexpr int control_fd = 9;
 
 /// Where init finds the seccomp program (raw BPF, as bwrap's --seccomp takes it) when
 /// it is started with `--seccomp-fd` (nsjail, which cannot apply a BPF program itself):

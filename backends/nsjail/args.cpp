@@ -24,8 +24,8 @@ std::vector<std::string> nsjail_args(const args_input& in) {
   add({"--hostname", "sandbox", "--cwd", "/", "--disable_proc", "--mount", "none:/proc:proc:rw",
        "--nice_level", "0"});
   add({"--user", id + ":" + id + ":1", "--group", id + ":" + id + ":1"});
-  add({"--pass_fd", std::to_string(init_protocol::channel_in), "--pass_fd",
-       std::to_string(init_protocol::channel_out), "--pass_fd", std::to_string(init_protocol::seccomp_fd)});
+  add({"--pass_fd", std::to_string(init_protocol::channel_fd), "--pass_fd",
+       std::to_string(init_protocol::control_fd), "--pass_fd", std::to_string(init_protocol::seccomp_fd)});
   if (!spec.read_only_rootfs)
     add({"--rw"});
   for (auto& p : system_paths()) {

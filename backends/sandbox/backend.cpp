@@ -303,9 +303,9 @@ result<exec_result> sandbox_backend::exec(backend_session& session, const box_sp
   auto t0 = clock_type::now();
   auto deadline = deadline_after(t0, spec.timeout_sec);
   std::string payload;
-  auto st = write_frame(s->to_init.get(), proto::encode(req), deadline, &s->interrupted_);
+  auto st = write_frame(s->channel.get(), proto::encode(req), deadline, &s->interrupted_);
   if (st == read_status::ok)
-    st = read_frame(s->from_init.get(), payload, deadline, &s->interrupted_,
+    st = read_frame(s->channel.get(), payload, deadline, &s->interrupted_,
                     init_channel::max_reply_bytes(limits.max_output_bytes));
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
   auto oom = s->group && s->group->oom_kills() > oom_before;
@@ -321,7 +321,6 @@ result<exec_result> sandbox_backend::exec(backend_session& session, const box_sp
   if (st == read_status::closed) {
     // The sandbox died under this exec: it reports that, and the next exec gets a
     // fresh sandbox of the same session.
-    auto why = read_available(s->errors.get());
     s->kill_sandbox(false);
     if (s->interrupted_)
       return interrupted_exec(spec, name());
@@ -332,8 +331,7 @@ result<exec_result> sandbox_backend::exec(backend_session& session, const box_sp
       out.duration_ms = elapsed;
       return out;
     }
-    return make_box_error(ec::box_error, s->what() + " exited during the command"
-                                           + (why.empty() ? std::string{} : ": " + why));
+    return make_box_error(ec::box_error, s->what() + " exited during the command");
   }
   auto reply = init_channel::accept_reply(payload, limits.max_output_bytes);
   if (!reply) {
@@ -371,8 +369,12 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
                                      const std::string& what) {
   if (want == view.mounted)
     return {};
-  if (view.sub.empty() || !s.fs_root)
+  if (view.sub.empty() || s.fs_dev == 0)
     return make_box_error(ec::box_error, what + " mounts need a writable workspace in this session");
+  auto fs = s.open_session_fs();
+  if (!fs)
+    return make_box_error(ec::box_error, s.what() + " is not running");
+  const int root = fs->get();
   // Only what this exec asks for stays visible.
   for (auto it = view.mounted.begin(); it != view.mounted.end();) {
     auto w = want.find(it->first);
@@ -380,7 +382,7 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
       ++it;
       continue;
     }
-    unmount_from_view(s, view, it->first);
+    unmount_from_view(s, root, view, it->first);
     it = view.mounted.erase(it);
   }
   // boxd's state is never mounted, but for a skill of its own store (runtime_owned, set
@@ -414,18 +416,17 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
         return e;
       hand_over(source.get(), s.uid, s.gid, m.host_path); // writable for the sandbox uid, as the spec says
     }
-    if (auto e = mount_in_view(s, view, source.get(), m, name))
+    if (auto e = mount_in_view(s, root, view, source.get(), m, name))
       return e;
     view.mounted[name] = m;
   }
   return {};
 }
 
-box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v, int source, const mount_spec& m,
-                                         const std::string& name) {
+box_error sandbox_backend::mount_in_view(sandbox_session& s, int root, const mount_view& v, int source,
+                                         const mount_spec& m, const std::string& name) {
   // The mount point, made on the view through the session file system's root (the view
   // is root's, read-only for the sandbox uid, so nothing inside can plant a link there).
-  const int root = s.fs_root->get();
   const auto point = v.sub + "/" + name;
   if (::mkdirat(root, point.c_str(), 0755) != 0 && errno != EEXIST)
     return make_box_error(ec::box_error, "cannot mount " + m.host_path + ": " + std::strerror(errno));
@@ -461,15 +462,14 @@ box_error sandbox_backend::mount_in_view(sandbox_session& s, const mount_view& v
   return {};
 }
 
-void sandbox_backend::unmount_from_view(sandbox_session& s, const mount_view& v, const std::string& name) {
+void sandbox_backend::unmount_from_view(sandbox_session& s, int root, const mount_view& v, const std::string& name) {
   if (s.ns_pidfd) {
     auto inside = v.target + "/" + name;
     in_mount_namespace(s.ns_pidfd.get(), [&] {
       return ::umount2(inside.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
     });
   }
-  if (s.fs_root)
-    ::unlinkat(s.fs_root->get(), (v.sub + "/" + name).c_str(), AT_REMOVEDIR);
+  ::unlinkat(root, (v.sub + "/" + name).c_str(), AT_REMOVEDIR);
 }
 
 result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(backend_session& session,
@@ -488,10 +488,11 @@ result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(
         return e;
   }
   std::shared_lock state{s->sandbox_mtx};
-  if (!s->fs_root || !s->alive())
+  auto fs = s->alive() ? s->open_session_fs() : nullptr;
+  if (!fs)
     return make_box_error(ec::box_error, s->what() + " is not running");
   auto name = "p" + std::to_string(++s->process_seq);
-  const int io = s->fs_root->get();
+  const int io = fs->get();
   auto path = [&](const char* suffix) { return "io/" + name + suffix; };
   int in_rw = -1, out = -1, err = -1;
   auto cleanup = [&] {
@@ -538,7 +539,7 @@ result<std::shared_ptr<managed_process>> sandbox_backend::start_managed_process(
   close_fd(in_rw);
   for (const char* suffix : {".in", ".out", ".err"})
     ::unlinkat(io, path(suffix).c_str(), 0); // both ends are open; the names are not needed
-  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, s->fs_root, in, out, err);
+  auto p = std::make_shared<sandbox_managed_process>(s->weak_from_this(), name, fs, in, out, err);
   s->add_process(p);
   spdlog::debug("{}: managed process {} started in {} as {} (pid {} inside)", this->name(), spec.process_id, s->id(), name,
                 reply->pid);

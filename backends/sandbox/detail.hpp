@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
@@ -296,9 +297,10 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// nsjail's one child): the way into its namespaces.
   pid_t ns_pid = -1;
   unique_fd ns_pidfd;
-  unique_fd to_init;
-  unique_fd from_init;
-  unique_fd errors;
+  /// boxrt-init's exec channel, the host's end of one stream socket (requests out,
+  /// replies in), non-blocking. With ns_pidfd and ctl it is all a live sandbox holds
+  /// of boxd's descriptors: three each (a quota image's workspace adds one).
+  unique_fd channel;
   std::unique_ptr<cgroup_tree::group> group;
   std::unique_ptr<netstack> net;
   std::vector<std::shared_ptr<loop_quota::lease>> leases;
@@ -329,14 +331,20 @@ class sandbox_session final : public backend_session, public std::enable_shared_
   /// exclusive for those two, shared for a managed-process start beside an exec.
   std::shared_mutex sandbox_mtx;
 
-  /// The root of the session's file system (make_session_fs): the views' folders and the
-  /// io folder `io` bound at /.boxrt/io, mounted only inside the sandbox (none = no
-  /// sandbox). Shared with the managed processes (their exit files).
-  std::shared_ptr<unique_fd> fs_root;
-  /// boxrt-init's control FIFOs (host ends), guarded by ctl_mtx; one request at a time.
+  /// The session's file system (make_session_fs: the views' folders and the io folder
+  /// `io`, bound at /.boxrt/io), mounted only inside the sandbox and on the staging
+  /// folder `fs_at` of the driver's own namespace, where open_session_fs finds it again
+  /// by its device and inode (fs_dev 0: no sandbox). Not held between uses.
+  std::string fs_at;
+  dev_t fs_dev = 0;
+  ino_t fs_ino = 0;
+  /// The root of the session's file system, opened anew through the driver's namespace
+  /// (null when the sandbox or its driver is gone). A managed process keeps its own.
+  std::shared_ptr<unique_fd> open_session_fs() const;
+  /// boxrt-init's control channel (the host's end of a second socket), guarded by
+  /// ctl_mtx; one request at a time.
   std::mutex ctl_mtx;
-  unique_fd ctl_req;
-  unique_fd ctl_rep;
+  unique_fd ctl;
   int64_t ctl_seq = 0;
   /// Names the managed processes p1, p2, ...
   std::atomic<uint64_t> process_seq{0};

@@ -214,19 +214,25 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // namespace: the launch attaches it inside the sandbox, where its folders show as the
   // views, skills at <mount_path>/.skills (a read-only workspace cannot take that mount
   // point, so it gets none) and artifacts at /opt/langbot-artifacts, and as the io
-  // folder (managed-process FIFOs and exit files, init's control FIFOs; the sandbox
-  // uid's, 0700; boxd reaches it as root through the root). What an exec mounts into a
-  // view later is attached inside the sandbox's own namespace (mount_in_view).
+  // folder (managed-process FIFOs and exit files; the sandbox uid's, 0700; boxd reaches
+  // it as root through the root). What an exec mounts into a view later is attached
+  // inside the sandbox's own namespace (mount_in_view). boxd holds it only while it
+  // launches: later uses find it again on the staging folder (open_session_fs).
+  unique_fd session_fs_fd;
   {
     auto made = make_session_fs();
     if (!made)
       return make_box_error(ec::box_error, "cannot prepare the session's folders: " + made.error().message);
-    s.fs_root = std::make_shared<unique_fd>(high_fd(made->release()));
-    const int root = s.fs_root->get();
+    session_fs_fd.reset(high_fd(made->release()));
+    const int root = session_fs_fd.get();
+    struct stat st{};
     if (::mkdirat(root, "skills", 0755) != 0 || ::mkdirat(root, "artifacts", 0755) != 0
         || ::mkdirat(root, "io", 0700) != 0 || ::fchownat(root, "io", uid, gid, AT_SYMLINK_NOFOLLOW) != 0
-        || !make_fifo(root, "io/ctl.req", uid, gid) || !make_fifo(root, "io/ctl.rep", uid, gid))
+        || ::fstat(root, &st) != 0)
       return make_box_error(ec::box_error, std::string{"cannot prepare the session's folders: "} + std::strerror(errno));
+    s.fs_at = stage_root_.substr(1); // beneath the driver's root
+    s.fs_dev = st.st_dev;
+    s.fs_ino = st.st_ino;
     if (spec.host_path.empty() || spec.host_path_mode != mount_mode::ro) {
       s.skills.sub = "skills";
       s.skills.target = spec.mount_path + "/.skills";
@@ -360,14 +366,17 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     stage_is_dir.push_back(items[i].dir ? 1 : 0);
   }
   auto stage_root = stage_root_;
-  const int session_fs = s.fs_root->get();
+  const int session_fs = session_fs_fd.get();
   const int template_ns = impl_->template_ns.get();
 
-  int in_pipe[2], out_pipe[2], err_pipe[2], info_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0
+  // init's two channels are a stream socket each: one descriptor on boxd's side, not a
+  // pipe per direction (a live sandbox's descriptors bound how many a host can hold).
+  int chan[2], ctl_chan[2], err_pipe[2], info_pipe[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0
+      || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl_chan) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0
       || ::pipe2(info_pipe, O_CLOEXEC) != 0)
-    return make_box_error(ec::box_error, std::string{"cannot create pipes: "} + std::strerror(errno));
-  for (int* p : {in_pipe, out_pipe, err_pipe, info_pipe}) {
+    return make_box_error(ec::box_error, std::string{"cannot create init's channels: "} + std::strerror(errno));
+  for (int* p : {chan, ctl_chan, err_pipe, info_pipe}) {
     p[0] = high_fd(p[0]);
     p[1] = high_fd(p[1]);
   }
@@ -380,8 +389,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
                            {args_fd.get(), child_args_fd},
                            {init_fd.get(), child_init_fd},
                            {nsjail ? -1 : resolv_fd.get(), child_resolv_fd},
-                           {in_pipe[0], proto::channel_in},
-                           {out_pipe[1], proto::channel_out},
+                           {chan[1], proto::channel_fd},
+                           {ctl_chan[1], proto::control_fd},
                            {nsjail ? seccomp_fd.get() : -1, proto::seccomp_fd}};
 
   // The launcher: plain system calls only, then exec the driver. It is a clone that
@@ -426,6 +435,11 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       ::close(joined);
     }
     child::reset_signals();
+    // bwrap's error pipe is closed once the sandbox is up; nsjail may still log to it
+    // (quietly, a line at its end), which must not kill it (init resets this disposition
+    // for every command).
+    if (nsjail)
+      ::signal(SIGPIPE, SIG_IGN);
     // The driver and boxrt-init are not what the out-of-memory killer should pick; the
     // command resets itself to 0. -999 (not -1000) keeps every process killable.
     child::set_oom_score_adj("-999");
@@ -526,16 +540,19 @@ box_error sandbox_backend::launch(sandbox_session& s) {
                   CLONE_VM | CLONE_VFORK | (share_fds ? CLONE_FILES : 0) | SIGCHLD, &launcher);
     clone_error = errno;
   });
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
+  ::close(chan[1]);
+  ::close(ctl_chan[1]);
   ::close(err_pipe[1]);
   ::close(info_pipe[1]);
   items.clear();
   if (s.group)
     s.group->close_join_fds();
-  s.to_init.reset(in_pipe[1]);
-  s.from_init.reset(out_pipe[0]);
-  s.errors.reset(err_pipe[0]);
+  s.channel.reset(chan[0]);
+  {
+    std::lock_guard lock{s.ctl_mtx};
+    s.ctl.reset(ctl_chan[0]);
+  }
+  unique_fd errors{err_pipe[0]};
   if (pid < 0)
     return make_box_error(ec::box_error, "cannot start " + s.driver + ": " + std::strerror(clone_error));
   if (!s.adopt_driver(pid))
@@ -543,9 +560,9 @@ box_error sandbox_backend::launch(sandbox_session& s) {
 
   std::string payload;
   auto deadline = clock_type::now() + std::chrono::milliseconds{opts_.start_timeout_ms};
-  auto st = read_frame(s.from_init.get(), payload, deadline, nullptr, 4096);
+  auto st = read_frame(s.channel.get(), payload, deadline, nullptr, 4096);
   if (st != read_status::ok || proto::reader{payload}.field() != std::optional<std::string_view>{"ready"}) {
-    auto why = read_available(s.errors.get());
+    auto why = read_available(errors.get());
     if (why.empty())
       why = st == read_status::timeout ? "no answer within " + std::to_string(opts_.start_timeout_ms) + " ms"
                                        : "it exited at start";
@@ -560,23 +577,13 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   // pidfd), a warm sandbox its workspace later.
   if (!s.ns_pidfd || s.died())
     return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
-  // bwrap's errors matter only while it starts. nsjail keeps its end: it may log
-  // (quietly, a few lines) until it exits, and a closed pipe would kill it with SIGPIPE.
-  // Nothing inside can reach that pipe: the jail's pid 1 holds no descriptor and init
-  // is not dumpable.
-  if (!nsjail)
-    s.errors.reset();
-  // init opened both control FIFOs before it said ready, so neither open blocks; once
-  // boxd holds its ends the names go, so no command can open the channel itself.
-  const int root = s.fs_root->get();
-  s.ctl_req.reset(high_fd(::openat(root, "io/ctl.req", O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
-  s.ctl_rep.reset(high_fd(::openat(root, "io/ctl.rep", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)));
-  if (!s.ctl_req || !s.ctl_rep)
-    return make_box_error(ec::box_error, s.what() + " has no control channel");
-  ::unlinkat(root, "io/ctl.req", 0);
-  ::unlinkat(root, "io/ctl.rep", 0);
+  // The drivers' errors matter only while they start (the pipe closes here; nsjail
+  // ignores the SIGPIPE of a later line). Nothing inside could reach that pipe: the
+  // sandbox's pid 1 holds no descriptor and init is not dumpable.
+  errors.reset();
   // Every write to the sandbox is bounded by a deadline (write_frame), never blocking.
-  ::fcntl(s.to_init.get(), F_SETFL, ::fcntl(s.to_init.get(), F_GETFL) | O_NONBLOCK);
+  for (int fd : {s.channel.get(), s.ctl.get()})
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   if (network) {
     // The namespace by descriptor, taken while the reaper's pidfd shows it alive: a pid
     // that died and was reused meanwhile cannot redirect the rules to another namespace.

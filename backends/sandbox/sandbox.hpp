@@ -226,9 +226,9 @@ class sandbox_backend : public backend {
 
   /// Mounts or unmounts one name of a view (nsjail: inside the sandbox's own mount
   /// namespace, which takes no propagation from the host).
-  box_error mount_in_view(sandbox_session& s, const mount_view& view, int source, const mount_spec& m,
+  box_error mount_in_view(sandbox_session& s, int root, const mount_view& view, int source, const mount_spec& m,
                           const std::string& name);
-  void unmount_from_view(sandbox_session& s, const mount_view& view, const std::string& name);
+  void unmount_from_view(sandbox_session& s, int root, const mount_view& view, const std::string& name);
 
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -273,15 +273,15 @@ std::string managed_tenant_name(const std::string& host_path) {
 
 result<proto::control_reply> sandbox_session::control(std::string frame, int64_t id) {
   std::lock_guard lock{ctl_mtx};
-  if (!ctl_req || !alive())
+  if (!ctl || !alive())
     return make_box_error(ec::box_error, what() + " is not running");
   auto deadline = clock_type::now() + control_timeout;
-  if (write_frame(ctl_req.get(), frame, deadline, &interrupted_) != read_status::ok)
+  if (write_frame(ctl.get(), frame, deadline, &interrupted_) != read_status::ok)
     return make_box_error(ec::box_error, what() + " does not take requests");
   for (;;) {
     std::string payload;
-    // init dying closes the only writer of ctl.rep, so a dead sandbox ends the wait.
-    auto st = read_frame(ctl_rep.get(), payload, deadline, &interrupted_, 64 * 1024);
+    // init holds the socket's only other end, so a dead sandbox ends the wait.
+    auto st = read_frame(ctl.get(), payload, deadline, &interrupted_, 64 * 1024);
     if (st == read_status::timeout)
       return make_box_error(ec::box_error, what() + " did not answer in time");
     if (st == read_status::closed)
@@ -292,6 +292,23 @@ result<proto::control_reply> sandbox_session::control(std::string frame, int64_t
     if (reply->id == id)
       return *reply;
   }
+}
+
+std::shared_ptr<unique_fd> sandbox_session::open_session_fs() const {
+  // The driver is boxd's child, reaped only by end_sandbox (which clears fs_dev first
+  // under the same lock its callers hold), so its pid names it; its root and namespace
+  // are the launcher's, which nothing inside the sandbox can change. The folder found
+  // there must be the very mount the launch made (device and inode), else nothing.
+  if (pid <= 0 || fs_dev == 0)
+    return nullptr;
+  unique_fd root{::open(("/proc/" + std::to_string(pid) + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)};
+  if (!root)
+    return nullptr;
+  unique_fd fs{open_dir_no_links(root.get(), fs_at, RESOLVE_BENEATH)};
+  struct stat st{};
+  if (!fs || ::fstat(fs.get(), &st) != 0 || st.st_dev != fs_dev || st.st_ino != fs_ino)
+    return nullptr;
+  return std::make_shared<unique_fd>(high_fd(fs.release()));
 }
 
 void sandbox_session::sandbox_ended() {
@@ -345,7 +362,8 @@ bool sandbox_session::died() const {
 
 void sandbox_session::end_sandbox() {
   std::unique_lock state{sandbox_mtx};
-  to_init.reset(); // boxrt-init exits on end of input
+  if (channel)
+    ::shutdown(channel.get(), SHUT_WR); // boxrt-init exits on end of input
   kill_sandbox(false);
   if (pid > 0) {
     // Reaped under the lock kill_driver signals under, so its pid is never a reused one.
@@ -356,12 +374,10 @@ void sandbox_session::end_sandbox() {
   }
   ns_pid = -1;
   ns_pidfd.reset();
-  from_init.reset();
-  errors.reset();
+  channel.reset();
   {
     std::lock_guard lock{ctl_mtx};
-    ctl_req.reset();
-    ctl_rep.reset();
+    ctl.reset();
   }
   net.reset();
   sandbox_ended(); // before the io folder goes
@@ -372,7 +388,8 @@ void sandbox_session::end_sandbox() {
     group.reset();
   }
   // The views and the io folder were mounted only inside the sandbox, which is gone.
-  fs_root.reset();
+  fs_dev = 0;
+  fs_ino = 0;
   skills.sub.clear();
   artifacts.sub.clear();
   skills.mounted.clear();

@@ -129,6 +129,32 @@ BOOST_FIXTURE_TEST_CASE(both_ways_of_handing_the_launcher_its_descriptors_make_t
   }
 }
 
+// boxd's descriptor limit bounds how many sandboxes a host keeps: a live one holds three
+// of boxd's (init's exec and control sockets, the reaper's pidfd), its session file
+// system and the drivers' error pipes none, and a stopped one nothing at all.
+BOOST_FIXTURE_TEST_CASE(a_live_sandbox_holds_three_of_boxds_descriptors_and_a_stopped_one_none, driver_fixture) {
+  auto open_fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] auto& e : fs::directory_iterator{"/proc/self/fd"})
+      ++n;
+    return n;
+  };
+  // A first session opens what boxd opens once (its uid and quota records, say).
+  auto first = spec("fds-first");
+  auto one = start(first);
+  BOOST_REQUIRE(run(*one, first, "true").exit_code == 0);
+  const auto before = open_fds();
+  auto s = spec("fds-second");
+  auto two = start(s);
+  auto r = run(*two, s, "echo ok");
+  BOOST_TEST(r.stdout_text == "ok", r.stdout_text + r.stderr_text);
+  BOOST_TEST(open_fds() == before + 3, "descriptors " << before << " -> " << open_fds());
+  backend->stop_session(*two);
+  two.reset();
+  BOOST_TEST(open_fds() == before);
+  backend->stop_session(*one);
+}
+
 BOOST_FIXTURE_TEST_CASE(one_sandbox_serves_a_hundred_execs_as_the_workspace_uid, driver_fixture) {
   auto s = spec("hundred", tenant("100100100100100100100100"));
   auto session = start(s);
