@@ -15,14 +15,17 @@ own client), in batches; between batches the host is measured after
 - mounts in boxd's mount namespace, boxd's descriptors, cgroups, idle CPU (boxd and
   its sandboxes, and the whole host, over a few seconds with nothing asked).
 At the end boxd gets SIGTERM: the time it takes and what it leaves (mounts, loop
-devices, cgroups, processes).
+devices, cgroups, processes); with --end kill9 it gets SIGKILL instead, and a new boxd
+started on the same state folder is timed until nothing is left.
+The host's idle CPU is given with the share of the machine's own pid 1 beside it when
+that is not boxd's (a VM agent that walks /proc costs more with every process).
 
 The floor: the same measure for bare idle bwrap sandboxes (the same namespaces, a
 sleeping static process, nothing else), when --floor names the static program.
 
 usage: BOXD=build/boxd python density.py --driver bwrap --mode standard --levels 100,250,500,1000
          [--batch 100] [--connections 8] [--pool 2] [--floor build/benchmarks/idle_static]
-         [--json out.json] [--time-limit 1800]
+         [--json out.json] [--time-limit 1800] [--end sigterm|kill9]
 Root only (sandbox uids, cgroups, drop_caches)."""
 
 from __future__ import annotations
@@ -154,6 +157,57 @@ def stop_boxd(boxd) -> tuple[float, int]:
     return took, rc
 
 
+def kill_and_restart(boxd, work: str, cgroups_before: int, live: int) -> dict:
+    """SIGKILL with `live` sandboxes, what that leaves, then a new boxd on the same
+    config (without a warm pool) and state folder: how long until nothing is left (at most 120 s), then SIGTERM."""
+    boxd.proc.kill()
+    boxd.proc.wait()
+    boxd.stop()
+    t0 = time.monotonic()
+    left_after_kill, clean_after = {}, float("nan")
+    # What the dead boxd left once its sandboxes (tied to it by a parent-death signal) are gone.
+    while time.monotonic() - t0 < 30:
+        left_after_kill = leftovers(work, cgroups_before)
+        if left_after_kill["processes"] == 0:
+            break
+        time.sleep(0.2)
+    log = open(os.path.join(work, "boxd-restart.log"), "w")
+    t1 = time.monotonic()
+    # The same config and state but no warm pool: what is left is the dead boxd's, not new sandboxes.
+    with open(os.path.join(work, "config.json")) as f:
+        config = json.load(f)
+    config["box"]["limits"]["warm_pool"] = 0
+    restart_config = os.path.join(work, "config-restart.json")
+    with open(restart_config, "w") as f:
+        json.dump(config, f)
+    proc = subprocess.Popen([os.environ["BOXD"], "--config", restart_config],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    line = proc.stdout.readline()
+    listening = time.monotonic() - t1
+    left = left_after_kill
+    while line.startswith("boxd listening on ") and time.monotonic() - t1 < 120:
+        left = leftovers(work, cgroups_before, proc.pid)
+        if left["mounts"] == 0 and left["loop_devices"] == 0 and left["cgroups"] == 0 and left["processes"] == 0:
+            clean_after = time.monotonic() - t1
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+    out = {"live": live, "left_after_kill": left_after_kill, "listening_s": listening, "clean_after_s": clean_after,
+           "left": left}
+    print(f"SIGKILL with {live} live sandboxes left {left_after_kill.get('mounts')} mounts, "
+          f"{left_after_kill.get('loop_devices')} loop devices, {left_after_kill.get('cgroups')} cgroups, "
+          f"{left_after_kill.get('processes')} processes; a new boxd on the same state listened after "
+          f"{listening:.1f} s and left nothing after {clean_after:.1f} s (now: {left['mounts']} mounts, "
+          f"{left['loop_devices']} loop devices, {left['cgroups']} cgroups, {left['processes']} processes)", flush=True)
+    return out
+
+
 def ctx(ws: str):
     from langbot_plugin.entities.io.context import ActionContext
     return ActionContext(instance_uuid=INSTANCE, workspace_uuid=ws, placement_generation=1)
@@ -243,9 +297,11 @@ def measure(host, base: dict, live: int, idle_seconds: float) -> dict:
         procs = [host.pid] + kids
         a = sum(cpu_ticks(p) for p in procs)
         h = host_busy_ticks()
+        one = cpu_ticks(1)
         time.sleep(idle_seconds)
         row["idle_cpu_boxd"] = (sum(cpu_ticks(p) for p in procs) - a) / tick / idle_seconds
         row["idle_cpu_host"] = (host_busy_ticks() - h) / tick / idle_seconds
+        row["idle_cpu_pid1"] = (cpu_ticks(1) - one) / tick / idle_seconds
     return row
 
 
@@ -258,14 +314,14 @@ def baseline(host) -> dict:
             "host_mounts": count_lines("/proc/1/mountinfo"), "cgroups": cgroups_of("boxrt-"), "slabs": slab_caches()}
 
 
-def leftovers(work: str, cgroups_before: int) -> dict:
+def leftovers(work: str, cgroups_before: int, boxd_pid: int = 0) -> dict:
     mounts = 0
     with open("/proc/1/mountinfo") as f:
         mounts = sum(1 for line in f if work in line or "boxrt" in line)
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     procs = 0
     for d in os.listdir("/proc"):
-        if d.isdigit():
+        if d.isdigit() and int(d) != boxd_pid:
             try:
                 with open(f"/proc/{d}/cmdline", "rb") as f:
                     cmd = f.read()
@@ -335,7 +391,7 @@ async def run(args) -> dict:
               f"{args.connections} connections, batches of {args.batch}", flush=True)
         print("| live | starts/s | first exec p50 / p90 ms | failed | warm exec p50 ms | with a mount | "
               "host KiB/sandbox | PSS KiB/sandbox | slab KiB/sandbox | page tables KiB/sandbox | "
-              "mounts in boxd's ns | boxd fds | cgroups | idle CPU boxd / host |")
+              "mounts in boxd's ns | boxd fds | cgroups | idle CPU boxd / host (of it pid 1) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
         seq = 0
         for level in args.levels:
@@ -365,17 +421,21 @@ async def run(args) -> dict:
                   f"{warm:.2f} | {warm_mount:.2f} | {row['used_kib'] / n:.0f} | {row['pss_kib'] / n:.0f} | "
                   f"{row['slab_kib'] / n:.0f} | {row['pagetables_kib'] / n:.0f} | {row['mounts']} | "
                   f"{row['boxd_fds']} | {row['cgroups']} | "
-                  f"{row.get('idle_cpu_boxd', float('nan')):.3f} / {row.get('idle_cpu_host', float('nan')):.3f} |",
+                  f"{row.get('idle_cpu_boxd', float('nan')):.3f} / {row.get('idle_cpu_host', float('nan')):.3f} "
+                  f"({row.get('idle_cpu_pid1', float('nan')):.3f}) |",
                   flush=True)
         for c in conns:
             await c.__aexit__()
     finally:
-        took, rc = stop_boxd(host)
-        left = leftovers(work, cgroups_before)
-        report["shutdown"] = {"seconds": took, "rc": rc, "live": len(live), **left}
-        print(f"SIGTERM with {len(live)} live sandboxes: boxd exited (rc {rc}) after {took:.1f} s; left "
-              f"{left['mounts']} mounts, {left['loop_devices']} loop devices, {left['cgroups']} cgroups, "
-              f"{left['processes']} processes", flush=True)
+        if args.end == "kill9":
+            report["kill9"] = kill_and_restart(host, work, cgroups_before, len(live))
+        else:
+            took, rc = stop_boxd(host)
+            left = leftovers(work, cgroups_before)
+            report["shutdown"] = {"seconds": took, "rc": rc, "live": len(live), **left}
+            print(f"SIGTERM with {len(live)} live sandboxes: boxd exited (rc {rc}) after {took:.1f} s; left "
+                  f"{left['mounts']} mounts, {left['loop_devices']} loop devices, {left['cgroups']} cgroups, "
+                  f"{left['processes']} processes", flush=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return report
@@ -397,6 +457,7 @@ def main() -> None:
     ap.add_argument("--json", default="")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--time-limit", type=float, default=1800)
+    ap.add_argument("--end", choices=["sigterm", "kill9"], default="sigterm")
     args = ap.parse_args()
     args.levels = [int(x) for x in args.levels.split(",")]
     report = asyncio.run(run(args))
