@@ -57,10 +57,261 @@ bool sandbox_detail::launcher_can_take_fds() {
 
 namespace {
 
-template <class Body>
-int run_launcher(void* body) {
-  (*static_cast<Body*>(body))();
+/// What the launcher stages at <stage>/<n>: a source (an open folder or file, with a
+/// detached copy of its mount) or a bounded tmpfs.
+struct staged_item {
+  unique_fd fd;
+  unique_fd tree;
+  std::string path;
+  bool dir = true;
+  std::string tmpfs;
+};
+
+/// Source staging: opens the sources a sandbox of `s` binds at start, the workspace (the
+/// spec's host path, under its quota image when it has one, else the session's private
+/// folder) and the extra mounts, each as a detached copy of its mount. Host paths are
+/// opened by a walk that follows no link a sandbox could have planted (open_trusted), a
+/// missing writable one created on the way; judged again by the path the kernel reports
+/// for the open folder; a writable one handed over to the sandbox uid through that same
+/// descriptor.
+box_error open_sources(const sandbox_options& opts, const sandbox_session& s, std::vector<staged_item>& items) {
+  const auto& spec = s.spec;
+  // `label` names a tenant's source ("" for boxd's own folders).
+  auto open_source = [&](const std::string& path, mount_mode mode, const std::string& label, bool hand) -> box_error {
+    auto fd = mode == mount_mode::rw ? beneath::make_dirs_trusted(path, 0755) : beneath::open_trusted(path, O_PATH);
+    if (!fd) {
+      if (errno == ENOENT)
+        return make_box_error(ec::box_error, "host path " + path + " does not exist");
+      if (errno == ELOOP)
+        return make_box_error(ec::box_error, "host path " + path + " leads through a link that a sandbox can change");
+      return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
+    }
+    staged_item item;
+    item.path = beneath::path_of(fd.get());
+    if (!label.empty() && (within(item.path, opts.state_dir) || within(opts.state_dir, item.path)))
+      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+    if (hand)
+      hand_over(fd.get(), s.uid, s.gid, path, label.empty() ? -1 : opts.host_gid);
+    struct stat st{};
+    item.dir = ::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
+    auto copy = detached_copy(fd.get(), path, false);
+    if (!copy)
+      return copy.error();
+    item.tree.reset(high_fd(copy->release()));
+    item.fd.reset(high_fd(fd.release()));
+    items.push_back(std::move(item));
+    return {};
+  };
+  if (mounts_host_path(spec)) {
+    if (auto e = open_source(spec.host_path, spec.host_path_mode, s.own_paths ? "" : "host_path",
+                             spec.host_path_mode == mount_mode::rw))
+      return e;
+  } else if (auto e = open_source(s.private_dir + "/workspace", mount_mode::rw, "", true)) {
+    return e;
+  }
+  for (auto& m : spec.extra_mounts) {
+    if (m.mode == mount_mode::none || is_exec_scoped_mount(spec, m))
+      continue;
+    auto label = "extra_mounts[" + std::to_string(&m - spec.extra_mounts.data()) + "].host_path";
+    if (auto e = open_source(m.host_path, m.mode, s.own_paths ? "" : label, m.mode == mount_mode::rw))
+      return e;
+  }
+  return {};
+}
+
+/// nsjail's /dev as the launcher builds it in the staging tmpfs (bwrap builds its own).
+struct dev_layout {
+  explicit dev_layout(const std::string& stage_sources)
+    : dir{stage_sources + "/" + staged_dev}, shm{dir + "/shm"}, pts{dir + "/pts"}, ptmx{dir + "/ptmx"},
+      fd{dir + "/fd"}, in{dir + "/stdin"}, out{dir + "/stdout"}, err{dir + "/stderr"} {
+    for (const char* d : sandbox_devices) {
+      nodes.push_back(dir + "/" + d);
+      sources.push_back(std::string{"/dev/"} + d);
+    }
+  }
+  std::string dir, shm, pts, ptmx, fd, in, out, err;
+  std::vector<std::string> nodes, sources;
+};
+
+/// Everything the launcher does, decided before it runs (launch builds it): plain values,
+/// paths, and boxd's descriptors by number, which the launcher takes from boxd. Only
+/// read by launcher_child.
+struct launcher_plan {
+  explicit launcher_plan(const std::string& stage_sources) : dev{stage_sources} {}
+  bool nsjail = false;
+  /// Takes boxd's descriptors by number (pidfd_getfd), else works on a copy of its table.
+  bool share_fds = false;
+  pid_t boxd_pid = -1;
+  uint32_t uid = 0, gid = 0;
+  /// RLIMIT_NPROC when there are no cgroups (0: none).
+  rlim_t nproc = 0;
+  /// The driver's error pipe (write end): the launcher's own failures go there too.
+  int err_fd = -1;
+  /// The session's cgroups' procs files: the launcher joins them before it execs.
+  std::vector<int> join;
+  int template_ns = -1;
+  int session_fs = -1;
+  std::string stage_root, stage_sources;
+  /// What goes to <stage>/stage/<n>: a detached tree (stage_tree) or a tmpfs (options).
+  std::vector<std::string> stage_to;
+  std::vector<const char*> stage_tmpfs;
+  std::vector<int> stage_tree;
+  std::vector<char> stage_is_dir;
+  /// The scratch space's folders, their modes, and whether the sandbox uid owns them.
+  std::vector<std::string> scratch_dirs;
+  std::vector<mode_t> scratch_modes;
+  std::vector<char> scratch_owned;
+  dev_layout dev;
+  bool network = false;
+  std::string resolv_path;
+  std::string_view resolv_text;
+  /// {boxd's descriptor or -1 (/dev/null), the driver's number for it}.
+  std::array<std::array<int, 2>, 8> handed{};
+  std::string program;
+  std::vector<char*> argv;
+  char** envp = nullptr;
+};
+
+/// The launcher: plain system calls only, then exec the driver. It is a clone that shares
+/// boxd's memory until it execs (the launcher thread waits meanwhile), so it writes
+/// nothing of boxd's, allocates nothing and calls no libc function that keeps state
+/// (set*id are raw system calls: glibc's would signal boxd's threads). A fork copied
+/// boxd's page tables, which grow with every live sandbox.
+[[noreturn]] void launcher_child(const launcher_plan& p) noexcept {
+  // A descriptor table of its own first, holding boxd's 0-2 only: it starts sharing
+  // boxd's (CLONE_FILES), since copying that table and closing every entry again cost
+  // O(live sandboxes) per start. Each descriptor it needs is then taken from boxd by
+  // number (pidfd_getfd), above every target number of the dup2s below. Where that is
+  // not permitted (launcher_can_take_fds), the clone gets a copy of the table instead.
+  if (p.share_fds && ::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
+    ::_exit(119);
+  const int boxd =
+    p.share_fds ? ::fcntl(static_cast<int>(::syscall(SYS_pidfd_open, p.boxd_pid, 0)), F_DUPFD_CLOEXEC, 16) : -1;
+  auto take = [&](int fd) {
+    if (!p.share_fds)
+      return fd;
+    if (fd < 0 || boxd < 0)
+      return -1;
+    int got = static_cast<int>(::syscall(SYS_pidfd_getfd, boxd, fd, 0));
+    int high = got < 0 ? -1 : ::fcntl(got, F_DUPFD_CLOEXEC, 16);
+    if (got >= 0)
+      ::close(got);
+    return high;
+  };
+  const int err = take(p.err_fd);
+  if (err < 0)
+    ::_exit(119);
+  auto die = [&](const char* what) {
+    (void)!::write(err, what, std::strlen(what));
+    ::_exit(120);
+  };
+  for (int fd : p.join) {
+    int joined = take(fd);
+    if (joined < 0 || ::write(joined, "0", 1) != 1)
+      die("sandbox launcher: cannot join the session's cgroup");
+    ::close(joined);
+  }
+  child::reset_signals();
+  // bwrap's error pipe is closed once the sandbox is up; nsjail may still log to it
+  // (quietly, a line at its end), which must not kill it (init resets this disposition
+  // for every command).
+  if (p.nsjail)
+    ::signal(SIGPIPE, SIG_IGN);
+  // The driver and boxrt-init are not what the out-of-memory killer should pick; the
+  // command resets itself to 0. -999 (not -1000) keeps every process killable.
+  child::set_oom_score_adj("-999");
+  rlimit core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &core);
+  rlimit fsize{512ull << 20, 512ull << 20};
+  ::setrlimit(RLIMIT_FSIZE, &fsize);
+  if (p.nproc > 0) {
+    rlimit procs{p.nproc, p.nproc};
+    ::setrlimit(RLIMIT_NPROC, &procs);
+  }
+  ::setsid();
+  if (::setns(take(p.template_ns), CLONE_NEWNS) != 0 || ::unshare(CLONE_NEWNS) != 0
+      || ::move_mount(take(p.session_fs), "", AT_FDCWD, p.stage_root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0
+      || ::mkdir(p.stage_sources.c_str(), 0755) != 0)
+    die("sandbox launcher: cannot prepare the staging mounts");
+  for (size_t i = 0; i < p.stage_to.size(); ++i) {
+    if (p.stage_is_dir[i]) {
+      if (::mkdir(p.stage_to[i].c_str(), 0755) != 0)
+        die("sandbox launcher: cannot create a staging folder");
+    } else {
+      int f = ::open(p.stage_to[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (f < 0)
+        die("sandbox launcher: cannot create a staging file");
+      ::close(f);
+    }
+    // A tenant's source arrives as the detached copy taken in boxd (no path lookup
+    // here, so nothing can be swapped in between); the scratch tmpfs is made here.
+    bool staged = p.stage_tmpfs[i] != nullptr
+                    ? ::mount("boxrt-tmp", p.stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.stage_tmpfs[i]) == 0
+                    : ::move_mount(take(p.stage_tree[i]), "", AT_FDCWD, p.stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
+    if (!staged)
+      die("sandbox launcher: cannot stage a mount source");
+  }
+  // The scratch space's folders (the umask would take 1777's bits away: chmod after).
+  for (size_t i = 0; i < p.scratch_dirs.size(); ++i)
+    if (::mkdir(p.scratch_dirs[i].c_str(), 0700) != 0 || ::chmod(p.scratch_dirs[i].c_str(), p.scratch_modes[i]) != 0
+        || (p.scratch_owned[i] && ::chown(p.scratch_dirs[i].c_str(), p.uid, p.gid) != 0))
+      die("sandbox launcher: cannot prepare the scratch space");
+  if (p.nsjail) {
+    // /dev: the device nodes bound from the host on a small tmpfs, with a mount point
+    // for the bounded /dev/shm, then read-only (bwrap's --dev and --remount-ro).
+    if (::mkdir(p.dev.dir.c_str(), 0755) != 0
+        || ::mount("boxrt-dev", p.dev.dir.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,nr_inodes=64,mode=0755") != 0
+        || ::mkdir(p.dev.shm.c_str(), 0755) != 0)
+      die("sandbox launcher: cannot build /dev");
+    for (size_t i = 0; i < p.dev.nodes.size(); ++i) {
+      int f = ::open(p.dev.nodes[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (f < 0 || ::close(f) != 0 || ::mount(p.dev.sources[i].c_str(), p.dev.nodes[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
+        die("sandbox launcher: cannot bind a device node");
+    }
+    // What bwrap's --dev adds: the standard links and a devpts instance of its own.
+    if (::symlink("/proc/self/fd", p.dev.fd.c_str()) != 0 || ::symlink("/proc/self/fd/0", p.dev.in.c_str()) != 0
+        || ::symlink("/proc/self/fd/1", p.dev.out.c_str()) != 0
+        || ::symlink("/proc/self/fd/2", p.dev.err.c_str()) != 0 || ::symlink("pts/ptmx", p.dev.ptmx.c_str()) != 0
+        || ::mkdir(p.dev.pts.c_str(), 0755) != 0
+        || ::mount("devpts", p.dev.pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0)
+      die("sandbox launcher: cannot build /dev");
+    if (::mount(nullptr, p.dev.dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, nullptr) != 0)
+      die("sandbox launcher: cannot make /dev read-only");
+    if (p.network) {
+      int f = ::open(p.resolv_path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (f < 0 || !proto::write_all(f, p.resolv_text) || ::close(f) != 0)
+        die("sandbox launcher: cannot write the resolver file");
+    }
+    // No --die-with-parent: the launcher thread's end kills nsjail, whose end
+    // kills the jail.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+      die("sandbox launcher: cannot tie nsjail to boxd");
+  }
+  // What the child keeps is exactly its stdio (nothing: init's reaper closes it),
+  // bwrap's errors and the handed descriptors, init's channel among them;
+  // everything else is closed before the descriptor limit is lowered.
+  // /dev/null above every target number, so no dup2 below replaces it.
+  int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD_CLOEXEC, 16);
+  if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err, 2) < 0)
+    ::_exit(121);
+  for (auto& [from, to] : p.handed)
+    if ((from >= 0 ? ::dup2(take(from), to) : ::dup2(null, to)) < 0)
+      ::_exit(121);
+  ::close_range(proto::seccomp_fd + 1, ~0u, 0);
+  rlimit nofile{1024, 1024};
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  // bwrap runs as the sandbox uid; nsjail needs root to map that uid and to mount,
+  // and drops every capability before init runs.
+  // No supplementary group of boxd's (host_gid among them) reaches either.
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0
+      || (!p.nsjail && (::syscall(SYS_setgid, p.gid) != 0 || ::syscall(SYS_setuid, p.uid) != 0)))
+    ::_exit(123);
+  ::execve(p.program.c_str(), p.argv.data(), p.envp);
   ::_exit(127);
+}
+
+int run_launcher(void* plan) {
+  launcher_child(*static_cast<const launcher_plan*>(plan));
 }
 
 } // namespace
@@ -149,67 +400,9 @@ box_error sandbox_backend::launch(sandbox_session& s) {
   rlim_t nproc = 0;
   if (!impl_->host->cgroups) // without cgroups the process cap is RLIMIT_NPROC of the sandbox uid
     nproc = static_cast<rlim_t>(spec.pids_limit + opts_.pids_overhead);
-  /// What the launcher stages at <stage>/<n>: a source (an open folder or file, with a
-  /// detached copy of its mount for a tenant's source) or a bounded tmpfs.
-  struct staged_item {
-    unique_fd fd;
-    unique_fd tree;
-    std::string path;
-    bool dir = true;
-    std::string tmpfs;
-  };
   std::vector<staged_item> items;
-  /// Opens one source: host paths by a walk that follows no link a sandbox could have
-  /// planted (open_trusted), a missing writable one created on the way; judged again
-  /// by the path the kernel reports for the open folder; handed over to the sandbox
-  /// uid through that same descriptor when `hand`. `label` names a tenant's source
-  /// ("" for boxd's own folders).
-  auto open_source = [&](const std::string& path, mount_mode mode, bool detach = true, const std::string& label = {},
-                         bool hand = false) -> box_error {
-    auto fd = mode == mount_mode::rw ? beneath::make_dirs_trusted(path, 0755) : beneath::open_trusted(path, O_PATH);
-    if (!fd) {
-      if (errno == ENOENT)
-        return make_box_error(ec::box_error, "host path " + path + " does not exist");
-      if (errno == ELOOP)
-        return make_box_error(ec::box_error, "host path " + path + " leads through a link that a sandbox can change");
-      return make_box_error(ec::box_error, "cannot open " + path + ": " + std::strerror(errno));
-    }
-    staged_item item;
-    item.path = beneath::path_of(fd.get());
-    if (!label.empty() && (within(item.path, opts_.state_dir) || within(opts_.state_dir, item.path)))
-      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
-    if (hand)
-      hand_over(fd.get(), uid, gid, path, label.empty() ? -1 : opts_.host_gid);
-    struct stat st{};
-    item.dir = ::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
-    if (detach) {
-      auto copy = detached_copy(fd.get(), path, false);
-      if (!copy)
-        return copy.error();
-      item.tree.reset(high_fd(copy->release()));
-    }
-    item.fd.reset(high_fd(fd.release()));
-    items.push_back(std::move(item));
-    return {};
-  };
-
-  // Workspace: the spec's host path (under its quota image when it has one), else the
-  // session's private folder (or its private quota image).
-  const bool has_host = mounts_host_path(spec);
-  if (has_host) {
-    if (auto e = open_source(spec.host_path, spec.host_path_mode, true, s.own_paths ? "" : "host_path",
-                             spec.host_path_mode == mount_mode::rw))
-      return e;
-  } else if (auto e = open_source(s.private_dir + "/workspace", mount_mode::rw, true, "", true)) {
+  if (auto e = open_sources(opts_, s, items))
     return e;
-  }
-  for (auto& m : spec.extra_mounts) {
-    if (m.mode == mount_mode::none || is_exec_scoped_mount(spec, m))
-      continue;
-    auto label = "extra_mounts[" + std::to_string(&m - spec.extra_mounts.data()) + "].host_path";
-    if (auto e = open_source(m.host_path, m.mode, true, s.own_paths ? "" : label, m.mode == mount_mode::rw))
-      return e;
-  }
   // The session's own file system, held by descriptor and mounted nowhere in boxd's
   // namespace: the launch attaches it inside the sandbox, where its folders show as the
   // views, skills at <mount_path>/.skills (a read-only workspace cannot take that mount
@@ -332,43 +525,6 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     argv = {program.data(), const_cast<char*>("--args"), fd_arg.data(), command.data()};
   }
   argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  // nsjail's /dev and resolver file, made in the staging tmpfs by the launcher.
-  std::string dev_dir = stage_sources + "/" + staged_dev;
-  std::vector<std::string> dev_nodes, dev_sources;
-  for (const char* d : sandbox_devices) {
-    dev_nodes.push_back(dev_dir + "/" + d);
-    dev_sources.push_back(std::string{"/dev/"} + d);
-  }
-  std::string dev_shm = dev_dir + "/shm", dev_pts = dev_dir + "/pts", dev_ptmx = dev_dir + "/ptmx";
-  std::string dev_fd = dev_dir + "/fd", dev_stdin = dev_dir + "/stdin", dev_stdout = dev_dir + "/stdout",
-              dev_stderr = dev_dir + "/stderr";
-  std::string resolv_path = stage_sources + "/" + staged_resolv;
-  std::string_view resolv_text = sandbox_resolv_conf;
-
-  // Staging: the driver cannot reach a source whose parent folders the sandbox uid may
-  // not traverse (a 0700 data folder, say; nsjail binds after it entered the sandbox's
-  // user namespace), nor take a detached mount by descriptor. So the launcher, still
-  // root, makes itself a private copy of the template namespace (the host's system
-  // mounts only: never boxd's own table, which grows with every sandbox and tenant),
-  // attaches the session's own file system on the staging folder there and attaches each
-  // source to <stage>/stage/<n> on it (tenant sources as the detached mount copies taken
-  // above), mounts the bounded scratch tmpfs; the driver binds from those. Nothing of
-  // this is visible on the host, and it all goes when the sandbox ends.
-  std::vector<std::string> stage_to;
-  std::vector<const char*> stage_tmpfs;
-  std::vector<int> stage_tree;
-  std::vector<char> stage_is_dir;
-  for (size_t i = 0; i < items.size(); ++i) {
-    stage_to.push_back(stage_sources + "/" + std::to_string(i));
-    stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
-    stage_tree.push_back(items[i].tree.get());
-    stage_is_dir.push_back(items[i].dir ? 1 : 0);
-  }
-  auto stage_root = stage_root_;
-  const int session_fs = session_fs_fd.get();
-  const int template_ns = impl_->template_ns.get();
-
   // init's two channels are a stream socket each: one descriptor on boxd's side, not a
   // pipe per direction (a live sandbox's descriptors bound how many a host can hold).
   int chan[2], ctl_chan[2], err_pipe[2], info_pipe[2];
@@ -381,163 +537,62 @@ box_error sandbox_backend::launch(sandbox_session& s) {
     p[1] = high_fd(p[1]);
   }
   unique_fd info_read{info_pipe[0]};
-  std::vector<int> join = s.group ? s.group->join_fds() : std::vector<int>{};
+
+  // Staging: the driver cannot reach a source whose parent folders the sandbox uid may
+  // not traverse (a 0700 data folder, say; nsjail binds after it entered the sandbox's
+  // user namespace), nor take a detached mount by descriptor. So the launcher, still
+  // root, makes itself a private copy of the template namespace (the host's system
+  // mounts only: never boxd's own table, which grows with every sandbox and tenant),
+  // attaches the session's own file system on the staging folder there and attaches each
+  // source to <stage>/stage/<n> on it (tenant sources as the detached mount copies taken
+  // above), mounts the bounded scratch tmpfs; the driver binds from those. Nothing of
+  // this is visible on the host, and it all goes when the sandbox ends.
+  launcher_plan plan{stage_sources};
+  plan.nsjail = nsjail;
+  plan.share_fds = impl_->launcher_takes_fds;
+  plan.boxd_pid = ::getpid();
+  plan.uid = uid;
+  plan.gid = gid;
+  plan.nproc = nproc;
+  plan.err_fd = err_pipe[1];
+  plan.join = s.group ? s.group->join_fds() : std::vector<int>{};
+  plan.template_ns = impl_->template_ns.get();
+  plan.session_fs = session_fs_fd.get();
+  plan.stage_root = stage_root_;
+  plan.stage_sources = stage_sources;
+  for (size_t i = 0; i < items.size(); ++i) {
+    plan.stage_to.push_back(stage_sources + "/" + std::to_string(i));
+    plan.stage_tmpfs.push_back(items[i].tmpfs.empty() ? nullptr : items[i].tmpfs.c_str());
+    plan.stage_tree.push_back(items[i].tree.get());
+    plan.stage_is_dir.push_back(items[i].dir ? 1 : 0);
+  }
+  plan.scratch_dirs = std::move(scratch_dirs);
+  plan.scratch_modes = std::move(scratch_modes);
+  plan.scratch_owned = std::move(scratch_owned);
+  plan.network = network;
+  plan.resolv_path = stage_sources + "/" + staged_resolv;
+  plan.resolv_text = sandbox_resolv_conf;
   // nsjail: the seccomp program goes to init (proto::seccomp_fd); no info, args or
   // resolver descriptor (its resolver file is staged).
-  const int handed[][2] = {{nsjail ? -1 : seccomp_fd.get(), child_seccomp_fd},
-                           {nsjail ? -1 : info_pipe[1], child_info_fd},
-                           {args_fd.get(), child_args_fd},
-                           {init_fd.get(), child_init_fd},
-                           {nsjail ? -1 : resolv_fd.get(), child_resolv_fd},
-                           {chan[1], proto::channel_fd},
-                           {ctl_chan[1], proto::control_fd},
-                           {nsjail ? seccomp_fd.get() : -1, proto::seccomp_fd}};
+  plan.handed = {{{nsjail ? -1 : seccomp_fd.get(), child_seccomp_fd},
+                  {nsjail ? -1 : info_pipe[1], child_info_fd},
+                  {args_fd.get(), child_args_fd},
+                  {init_fd.get(), child_init_fd},
+                  {nsjail ? -1 : resolv_fd.get(), child_resolv_fd},
+                  {chan[1], proto::channel_fd},
+                  {ctl_chan[1], proto::control_fd},
+                  {nsjail ? seccomp_fd.get() : -1, proto::seccomp_fd}}};
+  plan.program = program;
+  plan.argv = std::move(argv);
+  char* envp[] = {nullptr};
+  plan.envp = envp;
 
-  // The launcher: plain system calls only, then exec the driver. It is a clone that
-  // shares boxd's memory until it execs (the launcher thread waits meanwhile), so it
-  // writes nothing of boxd's, allocates nothing and calls no libc function that keeps
-  // state (set*id are raw system calls: glibc's would signal boxd's threads). A fork
-  // copied boxd's page tables, which grow with every live sandbox.
-  const pid_t boxd_pid = ::getpid();
-  const bool share_fds = impl_->launcher_takes_fds;
-  auto launcher = [&]() noexcept {
-    // A descriptor table of its own first, holding boxd's 0-2 only: it starts sharing
-    // boxd's (CLONE_FILES), since copying that table and closing every entry again cost
-    // O(live sandboxes) per start. Each descriptor it needs is then taken from boxd by
-    // number (pidfd_getfd), above every target number of the dup2s below. Where that is
-    // not permitted (launcher_can_take_fds), the clone gets a copy of the table instead.
-    if (share_fds && ::close_range(3, ~0u, CLOSE_RANGE_UNSHARE) != 0)
-      ::_exit(119);
-    const int boxd =
-      share_fds ? ::fcntl(static_cast<int>(::syscall(SYS_pidfd_open, boxd_pid, 0)), F_DUPFD_CLOEXEC, 16) : -1;
-    auto take = [&](int fd) {
-      if (!share_fds)
-        return fd;
-      if (fd < 0 || boxd < 0)
-        return -1;
-      int got = static_cast<int>(::syscall(SYS_pidfd_getfd, boxd, fd, 0));
-      int high = got < 0 ? -1 : ::fcntl(got, F_DUPFD_CLOEXEC, 16);
-      if (got >= 0)
-        ::close(got);
-      return high;
-    };
-    const int err = take(err_pipe[1]);
-    if (err < 0)
-      ::_exit(119);
-    auto die = [&](const char* what) {
-      (void)!::write(err, what, std::strlen(what));
-      ::_exit(120);
-    };
-    for (int fd : join) {
-      int joined = take(fd);
-      if (joined < 0 || ::write(joined, "0", 1) != 1)
-        die("sandbox launcher: cannot join the session's cgroup");
-      ::close(joined);
-    }
-    child::reset_signals();
-    // bwrap's error pipe is closed once the sandbox is up; nsjail may still log to it
-    // (quietly, a line at its end), which must not kill it (init resets this disposition
-    // for every command).
-    if (nsjail)
-      ::signal(SIGPIPE, SIG_IGN);
-    // The driver and boxrt-init are not what the out-of-memory killer should pick; the
-    // command resets itself to 0. -999 (not -1000) keeps every process killable.
-    child::set_oom_score_adj("-999");
-    rlimit core{0, 0};
-    ::setrlimit(RLIMIT_CORE, &core);
-    rlimit fsize{512ull << 20, 512ull << 20};
-    ::setrlimit(RLIMIT_FSIZE, &fsize);
-    if (nproc > 0) {
-      rlimit procs{nproc, nproc};
-      ::setrlimit(RLIMIT_NPROC, &procs);
-    }
-    ::setsid();
-    if (::setns(take(template_ns), CLONE_NEWNS) != 0 || ::unshare(CLONE_NEWNS) != 0
-        || ::move_mount(take(session_fs), "", AT_FDCWD, stage_root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0
-        || ::mkdir(stage_sources.c_str(), 0755) != 0)
-      die("sandbox launcher: cannot prepare the staging mounts");
-    for (size_t i = 0; i < stage_to.size(); ++i) {
-      if (stage_is_dir[i]) {
-        if (::mkdir(stage_to[i].c_str(), 0755) != 0)
-          die("sandbox launcher: cannot create a staging folder");
-      } else {
-        int f = ::open(stage_to[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-        if (f < 0)
-          die("sandbox launcher: cannot create a staging file");
-        ::close(f);
-      }
-      // A tenant's source arrives as the detached copy taken in boxd (no path lookup
-      // here, so nothing can be swapped in between); the scratch tmpfs is made here.
-      bool staged = stage_tmpfs[i] != nullptr
-                      ? ::mount("boxrt-tmp", stage_to[i].c_str(), "tmpfs", MS_NOSUID | MS_NODEV, stage_tmpfs[i]) == 0
-                      : ::move_mount(take(stage_tree[i]), "", AT_FDCWD, stage_to[i].c_str(), MOVE_MOUNT_F_EMPTY_PATH) == 0;
-      if (!staged)
-        die("sandbox launcher: cannot stage a mount source");
-    }
-    // The scratch space's folders (the umask would take 1777's bits away: chmod after).
-    for (size_t i = 0; i < scratch_dirs.size(); ++i)
-      if (::mkdir(scratch_dirs[i].c_str(), 0700) != 0 || ::chmod(scratch_dirs[i].c_str(), scratch_modes[i]) != 0
-          || (scratch_owned[i] && ::chown(scratch_dirs[i].c_str(), uid, gid) != 0))
-        die("sandbox launcher: cannot prepare the scratch space");
-    if (nsjail) {
-      // /dev: the device nodes bound from the host on a small tmpfs, with a mount point
-      // for the bounded /dev/shm, then read-only (bwrap's --dev and --remount-ro).
-      if (::mkdir(dev_dir.c_str(), 0755) != 0
-          || ::mount("boxrt-dev", dev_dir.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "size=16k,nr_inodes=64,mode=0755") != 0
-          || ::mkdir(dev_shm.c_str(), 0755) != 0)
-        die("sandbox launcher: cannot build /dev");
-      for (size_t i = 0; i < dev_nodes.size(); ++i) {
-        int f = ::open(dev_nodes[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-        if (f < 0 || ::close(f) != 0 || ::mount(dev_sources[i].c_str(), dev_nodes[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
-          die("sandbox launcher: cannot bind a device node");
-      }
-      // What bwrap's --dev adds: the standard links and a devpts instance of its own.
-      if (::symlink("/proc/self/fd", dev_fd.c_str()) != 0 || ::symlink("/proc/self/fd/0", dev_stdin.c_str()) != 0
-          || ::symlink("/proc/self/fd/1", dev_stdout.c_str()) != 0
-          || ::symlink("/proc/self/fd/2", dev_stderr.c_str()) != 0 || ::symlink("pts/ptmx", dev_ptmx.c_str()) != 0
-          || ::mkdir(dev_pts.c_str(), 0755) != 0
-          || ::mount("devpts", dev_pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0)
-        die("sandbox launcher: cannot build /dev");
-      if (::mount(nullptr, dev_dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, nullptr) != 0)
-        die("sandbox launcher: cannot make /dev read-only");
-      if (network) {
-        int f = ::open(resolv_path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-        if (f < 0 || !proto::write_all(f, resolv_text) || ::close(f) != 0)
-          die("sandbox launcher: cannot write the resolver file");
-      }
-      // No --die-with-parent: the launcher thread's end kills nsjail, whose end
-      // kills the jail.
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-        die("sandbox launcher: cannot tie nsjail to boxd");
-    }
-    // What the child keeps is exactly its stdio (nothing: init's reaper closes it),
-    // bwrap's errors and the handed descriptors, init's channel among them;
-    // everything else is closed before the descriptor limit is lowered.
-    // /dev/null above every target number, so no dup2 below replaces it.
-    int null = ::fcntl(::open("/dev/null", O_RDWR | O_CLOEXEC), F_DUPFD_CLOEXEC, 16);
-    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err, 2) < 0)
-      ::_exit(121);
-    for (auto& [from, to] : handed)
-      if ((from >= 0 ? ::dup2(take(from), to) : ::dup2(null, to)) < 0)
-        ::_exit(121);
-    ::close_range(proto::seccomp_fd + 1, ~0u, 0);
-    rlimit nofile{1024, 1024};
-    ::setrlimit(RLIMIT_NOFILE, &nofile);
-    // bwrap runs as the sandbox uid; nsjail needs root to map that uid and to mount,
-    // and drops every capability before init runs.
-    // No supplementary group of boxd's (host_gid among them) reaches either.
-    if (::syscall(SYS_setgroups, 0, nullptr) != 0
-        || (!nsjail && (::syscall(SYS_setgid, gid) != 0 || ::syscall(SYS_setuid, uid) != 0)))
-      ::_exit(123);
-    ::execve(program.c_str(), argv.data(), envp);
-    ::_exit(127);
-  };
   pid_t pid = -1;
   int clone_error = 0;
   auto stack = std::make_unique<char[]>(launcher_stack_size);
   impl_->launcher.run([&] {
-    pid = ::clone(run_launcher<decltype(launcher)>, stack.get() + launcher_stack_size,
-                  CLONE_VM | CLONE_VFORK | (share_fds ? CLONE_FILES : 0) | SIGCHLD, &launcher);
+    pid = ::clone(run_launcher, stack.get() + launcher_stack_size,
+                  CLONE_VM | CLONE_VFORK | (plan.share_fds ? CLONE_FILES : 0) | SIGCHLD, &plan);
     clone_error = errno;
   });
   ::close(chan[1]);
