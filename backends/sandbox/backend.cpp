@@ -140,6 +140,12 @@ sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_uniq
     opts_.bwrap_path = find_on_path("bwrap");
   if (nsjail && !opts_.nsjail_path.empty() && opts_.nsjail_path.find('/') == std::string::npos)
     opts_.nsjail_path = find_on_path(opts_.nsjail_path);
+  // The launcher execs the driver after it entered the template namespace, whose root
+  // is its working folder: a relative path (from a config or the command line) is made
+  // absolute here, against boxd's own working folder.
+  for (auto* path : {&opts_.bwrap_path, &opts_.nsjail_path})
+    if (!path->empty() && path->front() != '/')
+      *path = fs::absolute(*path).lexically_normal().string();
   if (opts_.init_path.empty()) {
     // Beside the executable (boxd in the build folder or an install), else the build
     // folder this library was built in (tests).
