@@ -92,25 +92,32 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](pstart_atom, process_request& req) -> caf::result<process_info> {
       auto found = find_process_session(self, req);
       if (!found)
-        return to_caf_error(found.error());
+        return refused(self, found.error());
       return self->delegate(found.value(), pstart_atom_v, std::move(req.spec));
     },
     [self](pget_atom, process_request& req) -> caf::result<process_info> {
       auto found = find_process_session(self, req);
       if (!found)
-        return to_caf_error(found.error());
+        return refused(self, found.error());
       return self->delegate(found.value(), pget_atom_v, std::move(req.process_id));
     },
     [self](pstop_atom, process_request& req) -> caf::result<std::string> {
       auto found = find_process_session(self, req);
       if (!found)
-        return to_caf_error(found.error());
+        return refused(self, found.error());
       return self->delegate(found.value(), pstop_atom_v, std::move(req.process_id));
     },
-    [self](relay_atom, relay_request& req) -> relay_verdict { return relay_check(self, req); },
+    [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
+      auto verdict = relay_check(self, req);
+      if (std::exchange(self->state.replay, false))
+        return caf::skip; // taken up again once the admission state is durable
+      return verdict;
+    },
     [self](attach_atom, relay_request& req) -> caf::result<bool> {
       // The handshake's checks again: the fence or the process may have moved since.
       auto verdict = relay_check(self, req);
+      if (std::exchange(self->state.replay, false))
+        return caf::skip;
       if (verdict.status == 401)
         return to_caf_error({ec::permission, stale_generation_text});
       if (verdict.status != 0)
@@ -122,10 +129,12 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](skill_atom, skill_request& req) -> caf::result<std::string> {
       // Fenced; in admission mode also the entitlement gate (Cloud skill APIs need it).
       if (auto err = tenant_gate(self, req.ctx, nullptr, req.decode_error, true)) {
-        // The upload was handed over with the request: refused, it goes now.
-        if (!req.file_path.empty())
+        auto answer = refused(self, err);
+        // The upload was handed over with the request: refused, it goes now (not when
+        // the request is only waiting for a commit).
+        if (!answer.skip && !req.file_path.empty())
           self->state.args.pool->submit([path = req.file_path] { ::unlink(path.c_str()); });
-        return to_caf_error(err);
+        return answer;
       }
       // Asked, not delegated: the supervisor counts the request until its reply, so it
       // is never evicted (and its skill store with it) while one is in flight.
@@ -152,7 +161,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](caf::get_atom, session_request& req) -> caf::result<session_info> {
       auto found = find_session(self, req);
       if (!found)
-        return to_caf_error(found.error());
+        return refused(self, found.error());
       auto i = self->state.sessions.find(found->physical);
       if (!i->second.actor)
         return to_caf_error({ec::session_not_found, "session " + found->logical + " not found"});
@@ -161,7 +170,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](caf::delete_atom, session_request& req) -> caf::result<std::string> {
       auto found = find_session(self, req);
       if (!found)
-        return to_caf_error(found.error());
+        return refused(self, found.error());
       auto rp = self->make_response_promise<std::string>();
       auto sent = req.session_id;
       auto id = found->physical;
@@ -172,7 +181,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     },
     [self](list_atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
       if (auto err = tenant_gate(self, ctx, nullptr, {}, true))
-        return to_caf_error(err);
+        return refused(self, err);
       std::vector<session_actor> targets;
       for (auto& [id, e] : self->state.sessions)
         if (e.actor && e.generation == ctx.placement_generation)
@@ -209,39 +218,50 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
     [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
       if (self->state.state_error)
         return to_caf_error(self->state.state_error);
-      const auto before = *self->state.admission;
+      auto before = std::make_shared<workspace_admission>(*self->state.admission);
       auto outcome = self->state.admission->put_snapshot(snap, wall_now_us() / 1000000);
       if (!outcome)
         return to_caf_error(outcome.error());
-      auto saved = persist(self);
-      // A snapshot that admits is not kept unless durable; one that revokes is kept
-      // (it fails closed) and its commit retried by the next request.
-      if (saved && outcome->effect != session_effect::stop_all) {
-        *self->state.admission = before;
-        return to_caf_error(saved);
-      }
-      arm_expiry(self);
-      // An entitlement that withdraws the sandbox is a revocation.
-      if (outcome->effect == session_effect::stop_all)
-        metrics::boxd().revocations.inc();
-      return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
+      auto rp = self->make_response_promise<entitlement_receipt>();
+      commit_then(self, [self, rp, before, out = std::move(outcome.value())](box_error saved) mutable {
+        // A snapshot that admits is not kept unless durable; one that revokes is kept
+        // (it fails closed) and its commit retried by the next request.
+        if (saved && out.effect != session_effect::stop_all) {
+          *self->state.admission = *before;
+          rp.deliver(to_caf_error(saved));
+          report_idle(self);
+          return;
+        }
+        arm_expiry(self);
+        // An entitlement that withdraws the sandbox is a revocation.
+        if (out.effect == session_effect::stop_all)
+          metrics::boxd().revocations.inc();
+        reply_after_effect(self, rp, out.effect, out.receipt, saved);
+      });
+      return rp;
     },
     [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
       if (self->state.state_error)
         return to_caf_error(self->state.state_error);
-      const auto before = *self->state.admission;
+      auto before = std::make_shared<workspace_admission>(*self->state.admission);
       auto outcome = self->state.admission->upsert_grant(grant, config(self), wall_now_us());
       if (!outcome)
         return to_caf_error(outcome.error());
-      // A grant that is not durable is not installed: the host is told it failed.
-      if (auto saved = persist(self)) {
-        *self->state.admission = before;
-        return to_caf_error(saved);
-      }
-      if (outcome->fence_advanced)
-        retire_stale(self);
-      arm_expiry(self);
-      return reply_after_effect(self, outcome->effect, outcome->receipt);
+      auto rp = self->make_response_promise<grant_receipt>();
+      commit_then(self, [self, rp, before, out = std::move(outcome.value())](box_error saved) mutable {
+        // A grant that is not durable is not installed: the host is told it failed.
+        if (saved) {
+          *self->state.admission = *before;
+          rp.deliver(to_caf_error(saved));
+          report_idle(self);
+          return;
+        }
+        if (out.fence_advanced)
+          retire_stale(self);
+        arm_expiry(self);
+        reply_after_effect(self, rp, out.effect, out.receipt);
+      });
+      return rp;
     },
     [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
       if (self->state.state_error)
@@ -250,8 +270,11 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       if (!outcome)
         return to_caf_error(outcome.error());
       metrics::boxd().revocations.inc();
-      auto saved = persist(self);
-      return reply_after_effect(self, outcome->effect, outcome->receipt, saved);
+      auto rp = self->make_response_promise<revocation_receipt>();
+      commit_then(self, [self, rp, out = std::move(outcome.value())](box_error saved) mutable {
+        reply_after_effect(self, rp, out.effect, out.receipt, saved);
+      });
+      return rp;
     },
     [self](settings_atom, instance_settings& s) {
       self->state.args.settings = shared_settings(std::move(s));
@@ -294,9 +317,11 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         return;
       st.armed_expiry = 0;
       auto effect = st.admission->on_expiry(wall_now_us(), config(self).admission);
-      persist(self);  // logged on failure; nothing waits for a reply here
-      arm_expiry(self);
-      apply_effect(self, effect, [self](int64_t) { report_idle(self); });
+      // A failed commit is logged; nothing waits for a reply here.
+      commit_then(self, [self, effect](box_error) {
+        arm_expiry(self);
+        apply_effect(self, effect, [self](int64_t) { report_idle(self); });
+      });
     },
     [self](shutdown_atom) -> caf::result<int64_t> {
       auto rp = self->make_response_promise<int64_t>();

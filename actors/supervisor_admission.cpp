@@ -73,7 +73,7 @@ result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view log
 }
 
 bool idle_now(const supervisor_state& st) {
-  return st.sessions.empty() && st.live.empty() && st.pool_waits.empty()
+  return st.sessions.empty() && st.live.empty() && st.pool_waits.empty() && !st.committing
          && st.storage_waiters.empty() && st.status_waits == 0 && st.skill_waits == 0
          && st.admission->evictable();
 }
@@ -177,22 +177,104 @@ void arm_expiry(self_ptr self) {
   self->delayed_send(self, std::chrono::microseconds{delay_us}, expire_atom_v, token);
 }
 
-box_error persist(self_ptr self) {
+namespace {
+
+/// True when the store holds the admission state already; else `now` is what to write.
+bool durable(self_ptr self, std::string& now) {
   auto& st = self->state;
   if (!st.args.store)
-    return {};
+    return true;
   // Nothing of safety meaning yet (and never stored): no row, no commit.
   if (st.persisted.empty() && st.admission->evictable())
-    return {};
-  auto now = st.admission->durable_state();
-  if (now == st.persisted)
-    return {};
-  if (auto err = st.args.store->put(st.args.directory_key, now)) {
+    return true;
+  now = st.admission->durable_state();
+  return now == st.persisted;
+}
+
+void start_commit(self_ptr self, std::string now);
+
+void finish_commit(self_ptr self, const std::string& written, box_error err) {
+  auto& st = self->state;
+  st.committing = false;
+  if (err) {
     spdlog::error("{}: {}", st.admission->box_ns(), err.message);
+    st.failed_commit.emplace(written, err);
+  } else {
+    st.persisted = written;
+    st.failed_commit.reset();
+    // Changed again while it was written (a continuation ran meanwhile): its waiters
+    // wait for that too.
+    std::string now;
+    if (!durable(self, now)) {
+      start_commit(self, std::move(now));
+      return;
+    }
+  }
+  auto waiters = std::exchange(st.commit_waiters, {});
+  for (auto& w : waiters)
+    w(err);
+  report_idle(self);
+}
+
+void start_commit(self_ptr self, std::string now) {
+  auto& st = self->state;
+  st.committing = true;
+  auto token = st.next_pool_wait++; // the same tokens as on_pool's: one done_atom for both
+  auto out = std::make_shared<box_error>();
+  hold_mailbox(self, token, [self, now, out] { finish_commit(self, now, *out); });
+  st.args.pool->submit([store = st.args.store, key = st.args.directory_key, now, out,
+                        to = caf::actor_cast<caf::actor>(self), token] {
+    try {
+      *out = store->put(key, now);
+    } catch (const std::exception& e) {
+      *out = box_error{ec::box_error, std::string{"admission state commit failed: "} + e.what()};
+    }
+    caf::anon_send(to, done_atom_v, token);
+  });
+}
+
+} // namespace
+
+void hold_mailbox(self_ptr self, uint64_t token, std::function<void()> on_done) {
+  self->set_default_handler(caf::skip);
+  self->do_become(caf::behavior{[self, token, on_done](done_atom, uint64_t t) -> caf::result<void> {
+                    if (t != token)
+                      return caf::skip; // another job's end: taken up after this one
+                    auto done = on_done;
+                    self->unbecome();
+                    self->set_default_handler(caf::print_and_drop);
+                    done();
+                    return caf::unit;
+                  }},
+                  false);
+}
+
+void commit_then(self_ptr self, std::function<void(box_error)> next) {
+  auto& st = self->state;
+  std::string now;
+  if (!st.committing && durable(self, now)) {
+    next({});
+    return;
+  }
+  st.commit_waiters.push_back(std::move(next));
+  if (!st.committing)
+    start_commit(self, std::move(now));
+}
+
+box_error persist(self_ptr self) {
+  auto& st = self->state;
+  std::string now;
+  if (durable(self, now))
+    return {};
+  // The request taken up again after a failed commit of this very state learns why.
+  if (st.failed_commit && st.failed_commit->first == now) {
+    auto err = st.failed_commit->second;
+    st.failed_commit.reset();
     return err;
   }
-  st.persisted = std::move(now);
-  return {};
+  commit_then(self, [](box_error) {});
+  st.replay = true;
+  return box_error{ec::box_error, "the admission state is being committed"};
 }
 
 box_error pre_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
@@ -208,10 +290,9 @@ box_error pre_gate(self_ptr self, const action_context& ctx, const payload_facts
   return decode_error;
 }
 
-box_error admission_gate(self_ptr self, const action_context& ctx) {
-  if (!admission_mode(self))
-    return {};
-  auto err = admission_check(self, ctx);
+namespace {
+
+void log_decision(self_ptr self, const action_context& ctx, const box_error& err) {
   if (err)
     metrics::boxd().admission_decisions.with({"refuse", metrics::reason_slug(err.message)}).inc();
   else
@@ -221,24 +302,22 @@ box_error admission_gate(self_ptr self, const action_context& ctx) {
                {"generation", ctx.placement_generation},
                {"decision", err ? "refuse" : "admit"},
                {"reason", err ? err.to_wire() : std::string{"grant"}}});
-  return err;
 }
 
-box_error admission_check(self_ptr self, const action_context& ctx) {
-  auto& st = self->state;
-  auto& adm = *st.admission;
-  if (!admission_mode(self))
-    return {};
+/// The entitlement step of the admission check: may change the state (an expiry), whose
+/// effect (stopping sessions) is applied at once; its commit is the caller's.
+box_error check_entitlement(self_ptr self, const action_context& ctx) {
   auto effect = session_effect::none;
-  auto err = adm.check_entitlement(ctx, config(self).admission, wall_now_us(), effect);
-  auto saved = persist(self);
+  auto err = self->state.admission->check_entitlement(ctx, config(self).admission, wall_now_us(), effect);
   if (effect != session_effect::none)
     apply_effect(self, effect, [](int64_t) {});
   arm_expiry(self);
-  if (err)
-    return err;
-  if (saved)
-    return saved;
+  return err;
+}
+
+/// The steps after a durable entitlement: readiness, then the grant.
+box_error check_grant(self_ptr self, const action_context& ctx) {
+  auto& st = self->state;
   const auto& s = *st.args.settings;
   if (!s.ready) {
     runtime_readiness r;
@@ -247,7 +326,45 @@ box_error admission_check(self_ptr self, const action_context& ctx) {
     r.checks = s.checks;
     return readiness_error(r);
   }
-  return adm.check_grant(ctx, config(self).admission, wall_now_us());
+  return st.admission->check_grant(ctx, config(self).admission, wall_now_us());
+}
+
+} // namespace
+
+box_error admission_gate(self_ptr self, const action_context& ctx) {
+  if (!admission_mode(self))
+    return {};
+  auto err = admission_check(self, ctx);
+  if (!replaying(self))
+    log_decision(self, ctx, err);
+  return err;
+}
+
+box_error admission_check(self_ptr self, const action_context& ctx) {
+  if (!admission_mode(self))
+    return {};
+  auto err = check_entitlement(self, ctx);
+  auto saved = persist(self);
+  if (replaying(self))
+    return saved;
+  if (err)
+    return err;
+  if (saved)
+    return saved;
+  return check_grant(self, ctx);
+}
+
+void admission_gate_then(self_ptr self, const action_context& ctx, std::function<void(box_error)> next) {
+  if (!admission_mode(self)) {
+    next({});
+    return;
+  }
+  auto err = check_entitlement(self, ctx);
+  commit_then(self, [self, ctx, err, next = std::move(next)](box_error saved) {
+    auto verdict = err ? err : saved ? saved : check_grant(self, ctx);
+    log_decision(self, ctx, verdict);
+    next(verdict);
+  });
 }
 
 box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_facts* facts,
@@ -262,7 +379,7 @@ box_error tenant_gate(self_ptr self, const action_context& ctx, const payload_fa
   if (!err && sandbox)
     err = admission_gate(self, ctx);
   // A refused request ends here: a workspace first seen by it is idle from now on.
-  if (err)
+  if (err && !replaying(self))
     report_idle(self);
   return err;
 }

@@ -9,6 +9,8 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -89,6 +91,17 @@ struct supervisor_state {
   std::map<int64_t, std::vector<caf::typed_response_promise<storage_report>>> storage_waiters;
   /// The admission state as last committed to the store.
   std::string persisted;
+  /// A commit of the admission state on the worker pool (commit_then): the state being
+  /// written and who waits for it to be durable. While one is in flight the supervisor
+  /// takes up no other message (hold_mailbox).
+  bool committing = false;
+  std::vector<std::function<void(box_error)>> commit_waiters;
+  /// The last failed commit (the state it tried to write, the error): the request that
+  /// is taken up again after it learns the error once (persist).
+  std::optional<std::pair<std::string, box_error>> failed_commit;
+  /// Set by persist when a gate found a commit to wait for: the handler skips its
+  /// message (refused), which is taken up again once the commit is done.
+  bool replay = false;
   /// Set when the workspace's durable state could not be read: it serves nothing.
   box_error state_error;
   /// Every live session actor, shared with the exit functor.
@@ -136,12 +149,11 @@ void retire_stale(self_ptr self);
 void apply_effect(self_ptr self, session_effect effect, std::function<void(int64_t)> done);
 
 /// The reply of an admission change: applies `effect` (stopping sessions as it says),
-/// then answers with `receipt` (an entitlement receipt learns how many sessions were
+/// then answers `rp` with `receipt` (an entitlement receipt learns how many sessions were
 /// revoked) or, when the change had to stand although its commit failed, with `saved`.
 template <class Receipt>
-caf::typed_response_promise<Receipt> reply_after_effect(self_ptr self, session_effect effect,
-                                                        Receipt receipt, box_error saved = {}) {
-  auto rp = self->make_response_promise<Receipt>();
+void reply_after_effect(self_ptr self, caf::typed_response_promise<Receipt> rp, session_effect effect,
+                        Receipt receipt, box_error saved = {}) {
   apply_effect(self, effect, [self, rp, receipt, saved](int64_t stopped) mutable {
     if constexpr (requires { receipt.revoked_sessions; })
       receipt.revoked_sessions = stopped;
@@ -151,14 +163,48 @@ caf::typed_response_promise<Receipt> reply_after_effect(self_ptr self, session_e
       rp.deliver(receipt);
     report_idle(self);
   });
-  return rp;
 }
 
 void arm_expiry(self_ptr self);
 
-/// Commits the admission state when it changed (contract §4.11): callers do so before
-/// the reply that depends on it.
+/// Until (done_atom, token) arrives the supervisor takes up nothing else: every other
+/// message stays in its mailbox, in order, and is taken up after `on_done` ran.
+/// Responses to its own requests still arrive (they are not behaviour messages).
+void hold_mailbox(self_ptr self, uint64_t token, std::function<void()> on_done);
+
+/// Commits the admission state when it changed (contract §4.11) on the worker pool,
+/// then runs `next` on this actor with the outcome (at once when there is nothing to
+/// commit). The store's commit may wait for a disk or for etcd: no scheduler thread
+/// waits with it, and meanwhile this workspace takes up no other request (other
+/// workspaces go on). A state changed again while the commit ran is committed before
+/// `next` runs.
+void commit_then(self_ptr self, std::function<void(box_error)> next);
+
+/// For gates inside a handler: {} when the state is durable already. Otherwise it starts
+/// the commit and returns an error with `replay` set: the handler then returns
+/// refused(), which skips the message; it is taken up again after the commit, when this
+/// returns {} or, once, the commit's error. Never called from a continuation.
 box_error persist(self_ptr self);
+
+/// A handler's answer to a refused request: the error, or `skip` when its gate waits for
+/// a commit (see persist).
+struct refusal {
+  caf::error err;
+  bool skip = false;
+  template <class T>
+  operator caf::result<T>() const {
+    if (skip)
+      return caf::skip;
+    return err;
+  }
+};
+inline refusal refused(self_ptr self, const box_error& e) {
+  bool skip = std::exchange(self->state.replay, false);
+  return {skip ? caf::error{} : to_caf_error(e), skip};
+}
+inline bool replaying(self_ptr self) {
+  return self->state.replay;
+}
 
 /// The checks that change nothing, in order: fence staleness, forged fields
 /// (admission mode), decode errors.
@@ -171,6 +217,10 @@ box_error admission_gate(self_ptr self, const action_context& ctx);
 
 /// admission_gate without its log line (a second look at the same request).
 box_error admission_check(self_ptr self, const action_context& ctx);
+
+/// admission_gate for continuations (no handler to skip): its commit is waited for with
+/// commit_then, then `next` runs with the verdict.
+void admission_gate_then(self_ptr self, const action_context& ctx, std::function<void(box_error)> next);
 
 /// The whole gate for actions that do not start sessions: the fence advances without
 /// waiting for the retired sessions to stop.
@@ -242,8 +292,9 @@ void on_pool(self_ptr self, Job job, Next next) {
 /// After an asynchronous step of exec or create (a skill lookup, the mount check): the
 /// request is judged again against the fence and the grant as they are now, so a
 /// newer generation or a lost grant that arrived meanwhile is not outrun. A request
-/// that took no such step (all of standard mode) is not judged twice.
-box_error recheck_after_wait(self_ptr self, const exec_request& req);
+/// that took no such step (all of standard mode) is not judged twice. `next` runs
+/// with the verdict.
+void recheck_after_wait(self_ptr self, const exec_request& req, std::function<void(box_error)> next);
 
 /// Admission mode only: checks the request's extra mounts against the read-only mount
 /// rules on the worker pool (they touch the filesystem), then calls `next` with the
@@ -270,21 +321,23 @@ void open_session(self_ptr self, exec_request req, Promise rp, Use use) {
     }
     resolve_skill(self, req, [self, rp, req, use, refuse](std::string skill_root) mutable {
       admit_mounts(self, req, [self, rp, req, use, skill_root, refuse](mounts_outcome mounts) mutable {
-        if (auto err = recheck_after_wait(self, req)) {
-          refuse(rp, err);
-          return;
-        }
-        auto spec = prepare_spec(self, req, skill_root, mounts);
-        if (!spec) {
-          refuse(rp, spec.error());
-          return;
-        }
-        auto prepared = spec.value();
-        with_session(
-          self, req.ctx, spec.value(),
-          [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
-          [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
-        report_idle(self);
+        recheck_after_wait(self, req, [self, rp, req, use, skill_root, refuse, mounts](box_error err) mutable {
+          if (err) {
+            refuse(rp, err);
+            return;
+          }
+          auto spec = prepare_spec(self, req, skill_root, mounts);
+          if (!spec) {
+            refuse(rp, spec.error());
+            return;
+          }
+          auto prepared = spec.value();
+          with_session(
+            self, req.ctx, spec.value(),
+            [use, prepared](const session_actor& a, session_entry& e) mutable { use(a, e, prepared); },
+            [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); });
+          report_idle(self);
+        });
       });
     });
   });

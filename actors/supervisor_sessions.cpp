@@ -8,25 +8,28 @@ void advance_then(self_ptr self, const action_context& ctx, std::function<void(b
   auto gen = ctx.placement_generation;
   if (!self->state.admission->observe_generation(gen)) {
     // The first generation seen sets the fence too; a failed commit is retried here.
-    if (auto err = persist(self)) {
-      next(err);
-      return;
-    }
-    next(admission_gate(self, ctx));
+    commit_then(self, [self, ctx, next](box_error err) {
+      if (err) {
+        next(err);
+        return;
+      }
+      admission_gate_then(self, ctx, next);
+    });
     return;
   }
-  auto saved = persist(self);
-  auto old = [gen](const std::string&, const session_entry& e) { return e.generation < gen; };
-  stop_sessions(self, old, stale_error(), [self, ctx, next, saved](int64_t) {
-    if (saved) {
-      next(saved);
-      return;
-    }
-    if (auto err = self->state.admission->check_generation(ctx.placement_generation)) {
-      next(err);
-      return;
-    }
-    next(admission_gate(self, ctx));
+  commit_then(self, [self, ctx, next, gen](box_error saved) {
+    auto old = [gen](const std::string&, const session_entry& e) { return e.generation < gen; };
+    stop_sessions(self, old, stale_error(), [self, ctx, next, saved](int64_t) {
+      if (saved) {
+        next(saved);
+        return;
+      }
+      if (auto err = self->state.admission->check_generation(ctx.placement_generation)) {
+        next(err);
+        return;
+      }
+      admission_gate_then(self, ctx, next);
+    });
   });
 }
 
@@ -257,16 +260,20 @@ void admit_mounts(self_ptr self, const exec_request& req, std::function<void(mou
     });
 }
 
-box_error recheck_after_wait(self_ptr self, const exec_request& req) {
+void recheck_after_wait(self_ptr self, const exec_request& req, std::function<void(box_error)> next) {
   // resolve_skill and admit_mounts wait only in admission mode, for a skill name or
   // extra mounts.
   bool waited = admission_mode(self)
                 && (!py::strip(req.spec.skill_name).empty() || !req.spec.extra_mounts.empty());
-  if (!waited)
-    return {};
-  if (auto err = self->state.admission->check_generation(req.ctx.placement_generation))
-    return err;
-  return admission_check(self, req.ctx);
+  if (!waited) {
+    next({});
+    return;
+  }
+  if (auto err = self->state.admission->check_generation(req.ctx.placement_generation)) {
+    next(err);
+    return;
+  }
+  admission_gate_then(self, req.ctx, std::move(next));
 }
 
 void resolve_skill(self_ptr self, const exec_request& req, std::function<void(std::string)> next) {

@@ -184,7 +184,7 @@ void add_sandbox_entries(std::vector<storage_entry>& out, const std::vector<sess
 
 caf::result<status_info> workspace_status(self_ptr self, const action_context& ctx) {
   if (auto err = tenant_gate(self, ctx, nullptr, {}, false))
-    return to_caf_error(err);
+    return refused(self, err);
   auto& st = self->state;
   const auto& s = *st.args.settings;
   status_info out;
@@ -263,7 +263,7 @@ caf::result<status_info> workspace_status(self_ptr self, const action_context& c
 
 caf::result<storage_report> storage_analysis(self_ptr self, const action_context& ctx) {
   if (auto err = tenant_gate(self, ctx, nullptr, {}, false))
-    return to_caf_error(err);
+    return refused(self, err);
   auto& st = self->state;
   std::vector<session_actor> targets;
   for (auto& [id, e] : st.sessions)

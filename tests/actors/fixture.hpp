@@ -88,6 +88,8 @@ struct core_fixture {
     std::optional<std::vector<std::string>> ready_keys;
     /// Selects the backend a box_init names (null: never selected again).
     backend_selector select;
+    /// Durable admission state (null: in memory only).
+    std::shared_ptr<admission_store> store;
   };
 
   caf::actor_system_config cfg;
@@ -131,6 +133,7 @@ struct core_fixture {
     a.processes = processes;
     a.snapshot = snapshot;
     a.select = opts.select;
+    a.store = opts.store;
     dir_handle = spawn_directory(sys, std::move(a));
   }
 
