@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/deadline.hpp"
 
 namespace boxrt {
 
@@ -25,7 +26,7 @@ box_error from_caf_error(const caf::error& err) {
     return box_error{static_cast<ec>(err.code()), std::move(text)};
   }
   if (err == caf::sec::request_timeout)
-    return box_error{ec::runtime_unavailable, "Box runtime request timed out"};
+    return box_error{ec::runtime_unavailable, std::string{request_timed_out_text}};
   if (err == caf::sec::request_receiver_down)
     return box_error{ec::runtime_unavailable, "Box runtime component stopped while serving the request"};
   return box_error{ec::runtime_unavailable, "Box runtime internal error: " + caf::to_string(err)};

@@ -303,6 +303,11 @@ struct runtime_limits {
   /// Sandboxes (bwrap, nsjail) started ahead, without a workspace, for new workspaces
   /// to adopt at their first use (docs/sandbox.md "Warm pool"); 0 disables.
   int64_t warm_pool = 2;                         // 0..16
+  /// How long a request between boxd's actors may take past the action's own time
+  /// limit (an exec's timeout_sec; none for other actions) before the action is answered
+  /// `BoxRuntimeUnavailableError: <action> timed out inside the runtime`. The wait
+  /// includes the time a command queues behind others of its session.
+  int64_t action_margin_sec = 300;               // 1..86400
 
   friend bool operator==(const runtime_limits&, const runtime_limits&) = default;
 };

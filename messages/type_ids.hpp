@@ -116,7 +116,8 @@ typename Inspector::result_type inspect(Inspector& f, runtime_limits& x) {
            x.max_completed_processes, x.max_admission_records, x.max_rpc_file_bytes,
            x.completed_process_retention_sec, x.session_ttl_sec, x.max_output_bytes,
            x.max_timeout_sec, x.max_sessions_per_workspace, x.io_read_bps, x.io_write_bps,
-           x.io_read_iops, x.io_write_iops, x.max_idle_workspaces, x.warm_pool);
+           x.io_read_iops, x.io_write_iops, x.max_idle_workspaces, x.warm_pool,
+           x.action_margin_sec);
 }
 
 template <class Inspector>

@@ -31,6 +31,7 @@ constexpr limit_def limit_defs[] = {
   {"io_write_iops", &runtime_limits::io_write_iops, 0, int64_t{1} << 30},
   {"max_idle_workspaces", &runtime_limits::max_idle_workspaces, 0, 250000},
   {"warm_pool", &runtime_limits::warm_pool, 0, 16},
+  {"action_margin_sec", &runtime_limits::action_margin_sec, 1, 86400},
 };
 
 constexpr std::string_view backend_names[] = {"",       "auto",    "local",   "bwrap",

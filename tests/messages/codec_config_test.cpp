@@ -33,6 +33,8 @@ BOOST_AUTO_TEST_CASE(every_limit_accepts_its_bounds) {
   BOOST_CHECK_EQUAL(runtime_limits{}.warm_pool, 2);
   BOOST_CHECK_EQUAL(check_ok(limits_from(R"({"warm_pool":0})")).warm_pool, 0);
   BOOST_CHECK_EQUAL(check_ok(limits_from(R"({"warm_pool":16})")).warm_pool, 16);
+  BOOST_CHECK_EQUAL(runtime_limits{}.action_margin_sec, 300);
+  BOOST_CHECK_EQUAL(check_ok(limits_from(R"({"action_margin_sec":1})")).action_margin_sec, 1);
 }
 
 BOOST_AUTO_TEST_CASE(every_limit_reports_its_range) {
@@ -51,6 +53,8 @@ BOOST_AUTO_TEST_CASE(every_limit_reports_its_range) {
     {R"({"max_sessions":18446744073709551615})", "box.limits.max_sessions must be between 0 and 5000"},
     {R"({"warm_pool":17})", "box.limits.warm_pool must be between 0 and 16"},
     {R"({"warm_pool":-1})", "box.limits.warm_pool must be between 0 and 16"},
+    {R"({"action_margin_sec":0})", "box.limits.action_margin_sec must be between 1 and 86400"},
+    {R"({"action_margin_sec":86401})", "box.limits.action_margin_sec must be between 1 and 86400"},
   };
   for (const auto& [text, message] : cases) {
     BOOST_TEST_CONTEXT(text) { check_error(limits_from(text), ec::value, message); }
