@@ -134,6 +134,8 @@ using directory_actor = tenant_actor::extend<
   caf::reacts_to<probe_atom>,
   // Worker pool: a readiness probe finished (backend report, workspace-mount error).
   caf::reacts_to<probed_atom, readiness_report, std::string>,
+  // Worker pool: a job whose continuation waits here finished (pool_waits).
+  caf::reacts_to<done_atom, uint64_t>,
   // Stops every session of every workspace; replies with the count.
   caf::replies_to<shutdown_atom>::with<int64_t>>;
 

@@ -43,6 +43,11 @@ struct directory_state {
   std::unordered_map<std::string, std::list<std::string>::iterator> idle_pos;
   /// Workspaces whose supervisor is being asked to leave, with requests parked for them.
   std::unordered_map<std::string, std::vector<parked>> evicting;
+  /// Workspaces whose durable record is being read (on the worker pool) before their
+  /// supervisor starts, with requests parked for them.
+  std::unordered_map<std::string, std::vector<parked>> loading;
+  /// Blocking work on the worker pool whose continuation runs here.
+  pool_waits jobs;
   /// Requests parked until the first readiness probe.
   std::vector<std::pair<std::string, parked>> before_probe;
   int64_t slots_in_use = 0;
@@ -174,10 +179,8 @@ std::string key_of(const std::string& instance, const std::string& workspace) {
   return key;
 }
 
-box_error check_instance(self_ptr self, const std::string& instance) {
-  if (!self->state.args.trusted->admits(instance))
-    return box_error{ec::permission, "Box action context does not match the trusted instance"};
-  return {};
+box_error not_trusted() {
+  return box_error{ec::permission, "Box action context does not match the trusted instance"};
 }
 
 bool evict_one(self_ptr self);
@@ -198,7 +201,8 @@ void mark_idle(self_ptr self, const std::string& ws, bool idle) {
   }
 }
 
-supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
+supervisor_actor spawn_for(self_ptr self, const std::string& ws,
+                           std::optional<result<std::optional<std::string>>> record = std::nullopt) {
   auto& st = self->state;
   supervisor_args a;
   auto sep = ws.find('\0');
@@ -214,6 +218,7 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws) {
   a.pool = st.args.pool;
   a.processes = st.args.processes;
   a.store = st.args.store;
+  a.record = std::move(record);
   auto sup = spawn_supervisor(self, std::move(a));
   self->monitor(sup);
   st.children->emplace(sup.address(), caf::actor_cast<caf::actor>(sup));
@@ -290,18 +295,41 @@ void route(self_ptr self, const std::string& ws, parked p) {
     e->second.push_back(std::move(p));
     return;
   }
+  if (auto l = st.loading.find(ws); l != st.loading.end()) {
+    l->second.push_back(std::move(p));
+    return;
+  }
   if (auto i = st.supervisors.find(ws); i != st.supervisors.end()) {
     p.go(i->second);
     return;
   }
   auto cap = st.settings.config.limits.max_admission_records;
-  if (static_cast<int64_t>(st.supervisors.size() + st.evicting.size()) >= cap) {
+  if (static_cast<int64_t>(st.supervisors.size() + st.evicting.size() + st.loading.size()) >= cap) {
     if (!evict_one(self)) {
       p.fail(capacity_error());
       return;
     }
   }
-  p.go(spawn_for(self, ws));
+  if (!st.args.store || !st.args.pool) {
+    p.go(spawn_for(self, ws));
+    return;
+  }
+  // The record may wait for a disk or for etcd: read on the pool, the workspace's
+  // requests parked meanwhile (other workspaces go on), then one supervisor for all.
+  st.loading[ws].push_back(std::move(p));
+  st.jobs.run(
+    *st.args.pool, caf::actor_cast<directory_actor>(self),
+    [store = st.args.store, ws] { return store->get(ws); },
+    [self, ws](std::optional<result<std::optional<std::string>>> record) {
+      auto& st = self->state;
+      auto waiting = std::move(st.loading[ws]);
+      st.loading.erase(ws);
+      if (!record)
+        record.emplace(box_error{ec::box_error, "the admission store could not be read"});
+      auto sup = spawn_for(self, ws, std::move(record));
+      for (auto& w : waiting)
+        w.go(sup);
+    });
 }
 
 /// Delegates a request to the workspace's supervisor: at once when it exists (the hot
@@ -331,20 +359,53 @@ const action_context& ctx_of(const action_context& c) { return c; }
 
 /// The supervisor a relay asks (the trusted instance, an existing workspace), or null.
 supervisor_actor relay_supervisor(self_ptr self, const relay_request& req) {
-  if (check_instance(self, req.instance_uuid))
+  // The relay's handshake read the cluster's pin already: what is held here tells.
+  if (self->state.args.trusted->check(req.instance_uuid) != trusted_instance::verdict::admit)
     return {};
   auto i = self->state.supervisors.find(key_of(req.instance_uuid, req.workspace_uuid));
   return i == self->state.supervisors.end() ? supervisor_actor{} : i->second;
+}
+
+/// Forwards a request of `instance` to the workspace `ws` when the trusted instance
+/// admits it, else answers `refusal`. A cluster's pin not read yet is read on the worker
+/// pool (the request waits, nothing else does), then the request goes on.
+template <class Reply, class Atom, class Request>
+caf::result<Reply> forward_trusted(self_ptr self, const std::string& instance, box_error refusal,
+                                   const std::string& ws, Atom atom, Request&& req) {
+  using verdict = trusted_instance::verdict;
+  auto& st = self->state;
+  auto v = st.args.trusted->check(instance);
+  if (v == verdict::unknown && !st.args.pool)
+    v = st.args.trusted->settle(instance);
+  if (v == verdict::admit)
+    return forward<Reply>(self, ws, atom, std::forward<Request>(req));
+  if (v == verdict::refuse)
+    return to_caf_error(refusal);
+  auto rp = self->make_response_promise<Reply>();
+  st.jobs.run(
+    *st.args.pool, caf::actor_cast<directory_actor>(self),
+    [trusted = st.args.trusted, instance] { return trusted->settle(instance); },
+    [self, rp, refusal, ws, atom, req = std::forward<Request>(req)](std::optional<verdict> v) mutable {
+      if (v != verdict::admit) {
+        rp.deliver(to_caf_error(refusal));
+        return;
+      }
+      route(self, ws,
+            parked{[rp, atom, req = std::move(req)](const supervisor_actor& sup) mutable {
+                     rp.delegate(sup, atom, std::move(req));
+                   },
+                   [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); }});
+    });
+  return rp;
 }
 
 /// Every tenant request: of the trusted instance, then to its workspace's supervisor.
 template <class Reply, class Atom, class Request>
 caf::result<Reply> forward_tenant(self_ptr self, Atom atom, Request& req) {
   const auto& ctx = ctx_of(req);
-  if (auto err = check_instance(self, ctx.instance_uuid))
-    return to_caf_error(err);
+  auto instance = ctx.instance_uuid;
   auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
-  return forward<Reply>(self, ws, atom, std::move(req));
+  return forward_trusted<Reply>(self, instance, not_trusted(), ws, atom, std::move(req));
 }
 
 } // namespace
@@ -460,25 +521,26 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       return forward_tenant<storage_report>(self, atom, ctx);
     },
     [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
-      if (!self->state.args.trusted->admits(snap.instance_uuid))
-        return to_caf_error({ec::entitlement_unavailable,
-                             "Entitlement scope does not match the Workspace execution context"});
       auto ws = key_of(snap.instance_uuid, snap.workspace_uuid);
-      return forward<entitlement_receipt>(self, ws, entitle_atom_v, std::move(snap));
+      auto instance = snap.instance_uuid;
+      return forward_trusted<entitlement_receipt>(
+        self, instance,
+        {ec::entitlement_unavailable, "Entitlement scope does not match the Workspace execution context"}, ws,
+        entitle_atom_v, std::move(snap));
     },
     [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
-      if (!self->state.args.trusted->admits(grant.instance_uuid))
-        return to_caf_error({ec::permission,
-                             "Sandbox admission grant does not match the trusted instance"});
       auto ws = key_of(grant.instance_uuid, grant.workspace_uuid);
-      return forward<grant_receipt>(self, ws, grant_atom_v, std::move(grant));
+      auto instance = grant.instance_uuid;
+      return forward_trusted<grant_receipt>(
+        self, instance, {ec::permission, "Sandbox admission grant does not match the trusted instance"}, ws,
+        grant_atom_v, std::move(grant));
     },
     [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
-      if (!self->state.args.trusted->admits(rev.instance_uuid))
-        return to_caf_error({ec::permission,
-                             "Sandbox admission revocation does not match the trusted instance"});
       auto ws = key_of(rev.instance_uuid, rev.workspace_uuid);
-      return forward<revocation_receipt>(self, ws, revoke_atom_v, std::move(rev));
+      auto instance = rev.instance_uuid;
+      return forward_trusted<revocation_receipt>(
+        self, instance, {ec::permission, "Sandbox admission revocation does not match the trusted instance"}, ws,
+        revoke_atom_v, std::move(rev));
     },
     [self](health_atom) -> caf::result<health_info> {
       // Before the first probe nothing is known: answer once it is.
@@ -540,6 +602,7 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       }
       submit_probe(self);
     },
+    [self](done_atom, uint64_t token) { self->state.jobs.finish(token); },
     [self](probed_atom, readiness_report& report, std::string& mount_error) {
       auto& st = self->state;
       st.probing = false;

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "actors/deadline.hpp"
+
 namespace boxrt {
 
 using namespace supervisor_detail;
@@ -18,7 +20,8 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
   if (st.args.store) {
     // The workspace serves nothing on a state it could not read: an empty one would
     // forget its revocations.
-    auto record = st.args.store->get(st.args.directory_key);
+    auto record = st.args.record ? std::move(*st.args.record) : st.args.store->get(st.args.directory_key);
+    st.args.record.reset();
     if (!record) {
       st.state_error = box_error{ec::box_error, "Admission state of this Workspace is "
                                                 "unavailable: " + record.error().message};
@@ -144,7 +147,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         self->state.skill_waits -= 1;
         report_idle(self);
       };
-      self->request(skill_store(self), caf::infinite, skill_atom_v,
+      self->request(skill_store(self), action_deadline(config(self).limits), skill_atom_v,
                     skill_job{std::move(req.action), std::move(req.data_json),
                               std::move(req.file_path), admission_mode(self)})
         .then(
@@ -280,8 +283,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       self->state.args.settings = shared_settings(std::move(s));
     },
     [self](done_atom, uint64_t token) {
-      if (auto next = take(self->state.pool_waits, token))
-        (*next)();
+      self->state.jobs.finish(token);
       report_idle(self);
     },
     [self](evict_atom) -> bool {

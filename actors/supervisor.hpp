@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/actors.hpp"
@@ -30,6 +31,9 @@ struct supervisor_args {
   std::shared_ptr<process_registry> processes;
   /// Durable admission state; null keeps it in memory only (tests of the actor core).
   std::shared_ptr<admission_store> store;
+  /// The workspace's record in `store`, read by the directory on the worker pool before
+  /// the spawn (nullopt: not read, the supervisor reads it at its start).
+  std::optional<result<std::optional<std::string>>> record;
 };
 
 supervisor_actor spawn_supervisor(caf::local_actor* parent, supervisor_args args);

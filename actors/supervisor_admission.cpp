@@ -73,7 +73,7 @@ result<std::string> physical_id(self_ptr self, int64_t gen, std::string_view log
 }
 
 bool idle_now(const supervisor_state& st) {
-  return st.sessions.empty() && st.live.empty() && st.pool_waits.empty() && !st.committing
+  return st.sessions.empty() && st.live.empty() && st.jobs.empty() && !st.committing
          && st.storage_waiters.empty() && st.status_waits == 0 && st.skill_waits == 0
          && st.admission->evictable();
 }
@@ -219,31 +219,25 @@ void finish_commit(self_ptr self, const std::string& written, box_error err) {
 void start_commit(self_ptr self, std::string now) {
   auto& st = self->state;
   st.committing = true;
-  auto token = st.next_pool_wait++; // the same tokens as on_pool's: one done_atom for both
-  auto out = std::make_shared<box_error>();
-  hold_mailbox(self, token, [self, now, out] { finish_commit(self, now, *out); });
-  st.args.pool->submit([store = st.args.store, key = st.args.directory_key, now, out,
-                        to = caf::actor_cast<caf::actor>(self), token] {
-    try {
-      *out = store->put(key, now);
-    } catch (const std::exception& e) {
-      *out = box_error{ec::box_error, std::string{"admission state commit failed: "} + e.what()};
-    }
-    caf::anon_send(to, done_atom_v, token);
-  });
+  auto token = st.jobs.run(
+    *st.args.pool, caf::actor_cast<supervisor_actor>(self),
+    [store = st.args.store, key = st.args.directory_key, now] { return store->put(key, now); },
+    [self, now](std::optional<box_error> err) {
+      finish_commit(self, now, err ? *err : box_error{ec::box_error, "admission state commit failed"});
+    });
+  hold_mailbox(self, token);
 }
 
 } // namespace
 
-void hold_mailbox(self_ptr self, uint64_t token, std::function<void()> on_done) {
+void hold_mailbox(self_ptr self, uint64_t token) {
   self->set_default_handler(caf::skip);
-  self->do_become(caf::behavior{[self, token, on_done](done_atom, uint64_t t) -> caf::result<void> {
+  self->do_become(caf::behavior{[self, token](done_atom, uint64_t t) -> caf::result<void> {
                     if (t != token)
                       return caf::skip; // another job's end: taken up after this one
-                    auto done = on_done;
                     self->unbecome();
                     self->set_default_handler(caf::print_and_drop);
-                    done();
+                    self->state.jobs.finish(t);
                     return caf::unit;
                   }},
                   false);

@@ -20,6 +20,7 @@
 #include "actors/admission.hpp"
 #include "messages/base/metrics.hpp"
 #include "actors/caf_support.hpp"
+#include "actors/pool_job.hpp"
 #include "actors/session.hpp"
 #include "actors/skills.hpp"
 #include "backends/mount_policy.hpp"
@@ -83,10 +84,9 @@ struct supervisor_state {
   std::string skills_root;
   std::optional<local_config> skills_local;
   std::string skills_resolved;
-  /// Blocking work on the worker pool (on_pool), by token: what to run on this actor
+  /// Blocking work on the worker pool (on_pool, commits): what to run on this actor
   /// when it is done.
-  std::unordered_map<uint64_t, std::function<void()>> pool_waits;
-  uint64_t next_pool_wait = 1;
+  pool_waits jobs;
   /// box_get_storage_analysis requests waiting for the one analysis of their placement.
   std::map<int64_t, std::vector<caf::typed_response_promise<storage_report>>> storage_waiters;
   /// The admission state as last committed to the store.
@@ -168,9 +168,10 @@ void reply_after_effect(self_ptr self, caf::typed_response_promise<Receipt> rp, 
 void arm_expiry(self_ptr self);
 
 /// Until (done_atom, token) arrives the supervisor takes up nothing else: every other
-/// message stays in its mailbox, in order, and is taken up after `on_done` ran.
-/// Responses to its own requests still arrive (they are not behaviour messages).
-void hold_mailbox(self_ptr self, uint64_t token, std::function<void()> on_done);
+/// message stays in its mailbox, in order, and is taken up after the job's
+/// continuation ran. Responses to its own requests still arrive (they are not
+/// behaviour messages).
+void hold_mailbox(self_ptr self, uint64_t token);
 
 /// Commits the admission state when it changed (contract §4.11) on the worker pool,
 /// then runs `next` on this actor with the outcome (at once when there is nothing to
@@ -268,25 +269,12 @@ std::optional<typename Map::mapped_type> take(Map& map, const Key& key) {
   return value;
 }
 
-/// Runs `job` on the worker pool, then `next(std::optional{job()})` on this actor (its
-/// state is only touched there); nullopt when the job threw. The result stays in memory
-/// shared with the job; the message that wakes the actor carries only a token, and is
-/// sent whatever the job did, so no request waits for it forever.
+/// Runs `job` on the worker pool, then `next(std::optional{job()})` on this actor
+/// (pool_waits::run; nullopt when the job threw).
 template <class Job, class Next>
 void on_pool(self_ptr self, Job job, Next next) {
-  using out_type = decltype(job());
   auto& st = self->state;
-  auto out = std::make_shared<std::optional<out_type>>();
-  auto token = st.next_pool_wait++;
-  st.pool_waits.emplace(token, [out, next = std::move(next)]() mutable { next(std::move(*out)); });
-  st.args.pool->submit([out, job = std::move(job), to = caf::actor_cast<supervisor_actor>(self), token]() mutable {
-    try {
-      out->emplace(job());
-    } catch (const std::exception& e) {
-      spdlog::error("supervisor job failed: {}", e.what());
-    }
-    caf::anon_send(to, done_atom_v, token);
-  });
+  st.jobs.run(*st.args.pool, caf::actor_cast<supervisor_actor>(self), std::move(job), std::move(next));
 }
 
 /// After an asynchronous step of exec or create (a skill lookup, the mount check): the

@@ -127,6 +127,8 @@ struct router_state {
   /// box_init replies waiting for their etcd write.
   uint64_t next_init = 0;
   std::map<uint64_t, std::pair<caf::typed_response_promise<bool>, box_config>> storing;
+  /// Blocking work on the worker pool whose continuation runs here (uploads).
+  pool_waits jobs;
 };
 
 std::string not_owner_text(const std::string& node_id) {
@@ -287,13 +289,66 @@ void drop_peer(self_ptr self, const std::string& id, const std::string& why, boo
   st.inflight.erase(id);
 }
 
-/// Only a skill upload carries a file between nodes (net/cluster/upload.hpp).
-template <class Request>
-void carry_upload(Request&) {}
-template <class Request>
-box_error land_upload(Request&, const std::string&, bool) { return {}; }
-using cluster::carry_upload;
-using cluster::land_upload;
+/// Sends a routed request to a peer's router and answers `rp` with its reply; "not the
+/// owner" resolves the workspace again.
+template <class Reply, class Atom, class Request>
+void forward_to(self_ptr self, caf::typed_response_promise<Reply> rp, const directory_actor& target,
+                const std::string& peer_id, const std::string& ns, pending_ptr me, Atom atom,
+                const Request& req) {
+  auto& st = self->state;
+  auto id = ++st.next_flight;
+  auto done = std::make_shared<bool>(false);
+  st.inflight[peer_id].emplace(id, flight{done, me->fail});
+  self->request(target, forward_timeout(req), atom, req)
+    .then(
+      [self, rp, done, peer_id, id](Reply& r) mutable {
+        self->state.inflight[peer_id].erase(id);
+        if (std::exchange(*done, true))
+          return;
+        rp.deliver(std::move(r));
+      },
+      [self, rp, done, peer_id, id, ns, me](caf::error& err) mutable {
+        self->state.inflight[peer_id].erase(id);
+        if (std::exchange(*done, true))
+          return;
+        auto e = from_caf_error(err);
+        if (is_not_owner(e)) {
+          self->state.cache.erase(ns);
+          dispatch(self, ns, me);
+          return;
+        }
+        rp.deliver(err);
+      });
+}
+
+/// Only a skill upload carries a file between nodes (net/cluster/upload.hpp): on the
+/// entry node its file is read into the request (`land` false), on the owner written to a
+/// file of its own (`land` true). Both run on the worker pool, never in the router; `next`
+/// runs here with the outcome, `req` changed in place.
+template <class Request, class Next>
+void move_upload(self_ptr, std::shared_ptr<Request>, bool, bool, Next next) {
+  next(box_error{});
+}
+template <class Next>
+void move_upload(self_ptr self, std::shared_ptr<skill_request> req, bool land, bool from_remote, Next next) {
+  auto& st = self->state;
+  bool file_work = land ? !req->file_bytes.empty() : !req->file_path.empty() && req->file_bytes.empty();
+  if (!file_work) {
+    next(land ? land_upload(*req, st.args.upload_dir, from_remote) : box_error{});
+    return;
+  }
+  st.jobs.run(
+    *st.args.pool, caf::actor_cast<router_actor>(self),
+    [req, land, from_remote, dir = st.args.upload_dir] {
+      if (land)
+        return land_upload(*req, dir, from_remote);
+      carry_upload(*req);
+      return box_error{};
+    },
+    [next](std::optional<box_error> err) mutable {
+      next(err ? std::move(*err) : box_error{ec::runtime_unavailable, "Box cluster could not move a forwarded upload"});
+    });
+}
 
 /// A routed request: `forward` sends it by request (an answer "not the owner" sends it on
 /// to the owner found again); `delegated` hands it over so the owner answers the original
@@ -309,45 +364,22 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
   auto rp = self->make_response_promise<Reply>();
   p->deadline = clock_type::now() + st.args.self_node->options().takeover_wait;
   p->fail = [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); };
-  p->go = [rp, atom, req, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
-                                         pending_ptr me) mutable {
-    if (peer_id.empty()) {
-      if (auto err = land_upload(req, self->state.args.upload_dir, me->from_remote)) {
-        rp.deliver(to_caf_error(err));
-        return;
-      }
-      rp.delegate(target, atom, req);
-      return;
-    }
-    carry_upload(req);
-    if (delegated) {
-      rp.delegate(target, atom, req);
-      return;
-    }
-    auto& st = self->state;
-    auto id = ++st.next_flight;
-    auto done = std::make_shared<bool>(false);
-    st.inflight[peer_id].emplace(id, flight{done, me->fail});
-    self->request(target, forward_timeout(req), atom, req)
-      .then(
-        [self, rp, done, peer_id, id](Reply& r) mutable {
-          self->state.inflight[peer_id].erase(id);
-          if (std::exchange(*done, true))
-            return;
-          rp.deliver(std::move(r));
-        },
-        [self, rp, done, peer_id, id, ns, me](caf::error& err) mutable {
-          self->state.inflight[peer_id].erase(id);
-          if (std::exchange(*done, true))
-            return;
-          auto e = from_caf_error(err);
-          if (is_not_owner(e)) {
-            self->state.cache.erase(ns);
-            dispatch(self, ns, me);
-            return;
-          }
-          rp.deliver(err);
-        });
+  // Shared by every try: an upload read for one owner is not read again for the next.
+  auto held = std::make_shared<Request>(std::move(req));
+  p->go = [rp, atom, held, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
+                                          pending_ptr me) mutable {
+    move_upload(self, held, peer_id.empty(), me->from_remote,
+                [self, rp, atom, held, ns, delegated, target, peer_id, me](box_error err) mutable {
+                  if (err) {
+                    rp.deliver(to_caf_error(err));
+                    return;
+                  }
+                  if (peer_id.empty() || delegated) {
+                    rp.delegate(target, atom, *held);
+                    return;
+                  }
+                  forward_to(self, rp, target, peer_id, ns, me, atom, *held);
+                });
   };
   dispatch(self, ns, std::move(p));
   return rp;
@@ -570,6 +602,7 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
     [self](probe_atom atom) { self->send(self->state.local, atom); },
     [self](probed_atom, readiness_report&, std::string&) {},
     [self](shutdown_atom atom) -> caf::result<int64_t> { return self->delegate(self->state.local, atom); },
+    [self](done_atom, uint64_t token) { self->state.jobs.finish(token); },
     [self](tick_atom) {
       on_tick(self);
       self->delayed_send(self, tick_period, tick_atom_v);

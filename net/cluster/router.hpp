@@ -5,7 +5,8 @@
 // lease, else the owner's router on another node, as the same typed message over CAF's
 // middleman (BASP over caf_openssl). Links between nodes start with a typed hello checked
 // against the members registered in etcd. Nothing here blocks the router: etcd calls run
-// on the worker pool and on the linker's threads.
+// on the worker pool and on the linker's threads, and an upload carried to the owner or
+// landed from another node is read or written on the worker pool too (move_upload).
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // Internal to net/rpc/: what the action handlers share (replies, reading the raw data
-// object, the bridge from the worker pool, directory round trips, the renderers) and
+// object, pool jobs answered on the connection actor, directory round trips, the renderers) and
 // the handlers the action table names. Socket-free: no Beast here.
 #pragma once
 
@@ -24,6 +24,7 @@
 #include <simdjson.h>
 
 #include "actors/caf_support.hpp"
+#include "actors/deadline.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/state/transfer_store.hpp"
 #include "messages/base/pytext.hpp"
@@ -83,16 +84,29 @@ std::string trusted_instance(const connection_env& env);
 /// True when `instance` may act: equal to the pinned instance, or nothing pinned yet.
 bool is_trusted(const connection_env& env, const std::string& instance);
 
-// -- the bridge from the worker pool back to the connection actor --------------------
+// -- from the worker pool back to the connection actor --------------------------------
 
-/// One-shot actor: on `probe` it runs `job` on the pool and answers when the job is done
-/// (the pool reports back with `done`), then quits. The answer arrives at the requester
-/// as an ordinary response, i.e. on the requester's own thread.
-caf::behavior bridge(caf::event_based_actor* self, std::shared_ptr<worker_pool> pool,
-                     std::function<void()> job);
+/// What a continuation needs to hand work to the pool: the connection actor, the pool
+/// and the connection's pool jobs (copied into continuations instead of the env).
+struct pool_runner {
+  caf::event_based_actor* self = nullptr;
+  std::shared_ptr<worker_pool> pool;
+  std::shared_ptr<pool_waits> jobs;
+};
 
-void run_blocking_on(caf::event_based_actor* self, std::shared_ptr<worker_pool> pool,
-                     std::function<reply()> job, done_fn done);
+inline pool_runner runner(const connection_env& env) {
+  return {env.self, env.pool, env.jobs};
+}
+
+/// Runs `job` on the pool, then `done` with its reply on the connection actor.
+void run_blocking_on(const pool_runner& run, std::function<reply()> job, done_fn done);
+
+/// The limits requests between actors are bounded by (the published settings', else
+/// the defaults).
+runtime_limits limits_of(const connection_env& env);
+
+/// The reply of a failed request between actors: an expired one names the action.
+reply failure_of(const caf::error& err, std::string_view action);
 
 // -- directory round trips ------------------------------------------------------------
 
@@ -108,20 +122,23 @@ size_t payload_bytes(const R&) {
 size_t payload_bytes(const exec_result& r);
 
 /// Sends one request to the directory and renders its reply with `render`.
+/// The request waits at most the action's deadline (actors/deadline.hpp).
 template <class R, class Render, class... Ts>
 void ask(connection_env& env, done_fn done, Render render, Ts&&... xs) {
-  auto* self = env.self;
-  auto pool = env.pool;
-  env.self->request(env.directory, caf::infinite, std::forward<Ts>(xs)...)
+  auto run = runner(env);
+  auto action = env.action;
+  auto limits = limits_of(env);
+  auto deadline = action_deadline(limits);
+  ((deadline = std::max(deadline, action_deadline(limits, xs))), ...);
+  env.self->request(env.directory, deadline, std::forward<Ts>(xs)...)
     .then(
-      [self, pool, done, render](R& r) {
-        if (pool == nullptr || payload_bytes(r) < render_off_actor_bytes)
+      [run, done, render](R& r) {
+        if (run.pool == nullptr || payload_bytes(r) < render_off_actor_bytes)
           return done(success(render(r)));
         auto held = std::make_shared<R>(std::move(r));  // the job is copied on its way
-        run_blocking_on(
-          self, pool, [held, render] { return success(render(*held)); }, done);
+        run_blocking_on(run, [held, render] { return success(render(*held)); }, done);
       },
-      [done](caf::error& err) { done(failure(from_caf_error(err))); });
+      [done, action](caf::error& err) { done(failure_of(err, action)); });
 }
 
 /// Runs `next` with the instance settings (config, readiness): the directory's published
@@ -131,9 +148,9 @@ void with_settings(connection_env& env, done_fn done, Next next) {
   if (env.shared && env.shared->settings)
     if (auto s = env.shared->settings->get())
       return next(*s);
-  env.self->request(env.directory, caf::infinite, health_atom_v)
+  env.self->request(env.directory, action_deadline(limits_of(env)), health_atom_v)
     .then([next](health_info& h) { next(h.settings); },
-          [done](caf::error& err) { done(failure(from_caf_error(err))); });
+          [done, action = env.action](caf::error& err) { done(failure_of(err, action)); });
 }
 
 

@@ -56,7 +56,10 @@ struct connection_state {
   static inline const char* name = "boxrt.connection";
 
   /// However the actor ends, the connection's uploads go (on the worker pool).
-  ~connection_state() { close_transfers(env); }
+  ~connection_state() {
+    close_transfers(env);
+    env.jobs->clear();
+  }
 
   connection_args args;
   connection_env env;
@@ -249,6 +252,7 @@ caf::behavior connection(connection_ptr self, connection_args args) {
   st.env.transfer_dir = st.args.transfer_dir;
   return {
     [self](frame_atom, const std::string& text) { handle_frame(self, text); },
+    [self](done_atom, uint64_t token) { self->state.env.jobs->finish(token); },
     [self](shutdown_atom) {
       auto& st = self->state;
       st.closing = true;

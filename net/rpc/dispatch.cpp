@@ -1,7 +1,7 @@
 // The action table of /rpc/ws (protocol.md §2): context rules, decoding, one directory
 // round trip per action and the reference's reply shapes. Blocking work (upload files,
 // box_init's default workspace, the shared-workspace probe) runs on the worker pool and
-// comes back to the connection actor through a one-shot bridge actor (run_blocking).
+// comes back to the connection actor as a message (run_blocking, env.jobs).
 #include "net/rpc/action_support.hpp"
 
 namespace boxrt::net {
@@ -288,11 +288,12 @@ void dispatch(connection_env& env, std::string_view action, const element& data,
   }
   if (def->fn == nullptr)
     return not_implemented(action, done);
+  env.action = def->name;
   def->fn(env, data, def->kind == scope::tenant ? context : nullptr, std::move(done));
 }
 
 void run_blocking(connection_env& env, std::function<reply()> job, std::function<void(reply)> done) {
-  run_blocking_on(env.self, env.pool, std::move(job), std::move(done));
+  run_blocking_on(runner(env), std::move(job), std::move(done));
 }
 
 } // namespace boxrt::net

@@ -13,6 +13,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/pool_job.hpp"
 #include "actors/settings_snapshot.hpp"
 #include "messages/base/worker_pool.hpp"
 #include "messages/error.hpp"
@@ -53,6 +54,12 @@ struct connection_env {
   std::string transfer_dir;
   /// Distinct active transfer keys of this connection (created on first use).
   std::shared_ptr<transfer_state> transfers;
+  /// The connection's pool jobs (run_blocking): the actor that owns this env answers
+  /// `(done_atom, uint64_t token)` with `jobs->finish(token)`.
+  std::shared_ptr<pool_waits> jobs = std::make_shared<pool_waits>();
+  /// The action dispatch() runs now (a name of the action table): what a request
+  /// between actors that expires is reported as.
+  std::string_view action;
 };
 
 /// True when `action` is one this runtime knows (others get
@@ -70,8 +77,7 @@ void dispatch(connection_env& env, std::string_view action, const simdjson::dom:
 void close_transfers(connection_env& env);
 
 /// Runs `job` on env.pool and then `done` with its reply on the connection actor's
-/// thread: a one-shot bridge actor turns the pool's completion into the reply of a
-/// request made by env.self, so `done` runs as an ordinary response handler.
+/// thread (env.jobs: the pool's completion is a message to the actor).
 void run_blocking(connection_env& env, std::function<reply()> job, std::function<void(reply)> done);
 
 } // namespace boxrt::net

@@ -44,10 +44,9 @@ void do_init(connection_env& env, const element& data, const action_context*, do
   // `data` lives only during dispatch(); the config merges over the current one, which
   // comes from the directory, so the request is kept as text meanwhile.
   auto text = simdjson::minify(data);
-  auto self = env.self;
-  auto pool = env.pool;
+  auto run = runner(env);
   auto directory = env.directory;
-  with_settings(env, done, [self, pool, directory, text, done](const instance_settings& s) {
+  with_settings(env, done, [run, directory, text, done](const instance_settings& s) {
     auto decoded = decode_text(text, [&s](const element& root) {
       return decode_box_config(root, s.config);
     });
@@ -57,20 +56,20 @@ void do_init(connection_env& env, const element& data, const action_context*, do
     // Nothing changes unless every check passed: the default workspace is ensured
     // before the directory sees the new config (the reference applies it first).
     run_blocking_on(
-      self, pool,
+      run,
       [next] {
         next->local = resolve_local(next->local);
         if (auto err = ensure_default_workspace(next->local))
           return failure(std::move(err));
         return success("{}");
       },
-      [self, directory, next, done](reply r) {
+      [self = run.self, directory, next, done](reply r) {
         if (r.error)
           return done(std::move(r));
         // Bounded: the reply waits for a readiness probe, which may start a sandbox.
         self->request(directory, stop_timeout, init_atom_v, *next)
           .then([done](bool) { done(success(R"({"initialized":true})")); },
-                [done](caf::error& err) { done(failure(from_caf_error(err))); });
+                [done](caf::error& err) { done(failure_of(err, "box_init")); });
       });
   });
 }
@@ -183,11 +182,9 @@ void do_verify(connection_env& env, const element& data, const action_context*, 
   }
   if (!valid_probe_name(name))
     return done(failure({ec::readiness, "Invalid Box shared Workspace probe basename"}));
-  auto self = env.self;
-  auto pool = env.pool;
-  with_settings(env, done, [self, pool, name, done](const instance_settings& s) {
+  with_settings(env, done, [run = runner(env), name, done](const instance_settings& s) {
     auto config = s.config;
-    run_blocking_on(self, pool, [config, name] { return verify_probe(config, name); }, done);
+    run_blocking_on(run, [config, name] { return verify_probe(config, name); }, done);
   });
 }
 

@@ -1,5 +1,5 @@
-// Replies, the raw data object, the bridge from the worker pool back to the
-// connection actor.
+// Replies, the raw data object, pool jobs answered on the connection actor, the
+// deadline of requests to the directory.
 #include "net/rpc/action_support.hpp"
 
 namespace boxrt::net {
@@ -52,40 +52,33 @@ bool is_trusted(const connection_env& env, const std::string& instance) {
   return trusted.empty() || trusted == instance;
 }
 
-caf::behavior bridge(caf::event_based_actor* self, std::shared_ptr<worker_pool> pool,
-                     std::function<void()> job) {
-  auto promise = std::make_shared<caf::typed_response_promise<bool>>();
-  return {
-    [self, pool, job, promise](probe_atom) -> caf::result<bool> {
-      *promise = self->make_response_promise<bool>();
-      auto handle = caf::actor_cast<caf::actor>(self);
-      pool->submit([job, handle] {
-        job();
-        caf::anon_send(handle, done_atom_v);
-      });
-      return *promise;
+void run_blocking_on(const pool_runner& run, std::function<reply()> job, done_fn done) {
+  run.jobs->run(
+    *run.pool, caf::actor_cast<caf::actor>(run.self),
+    [job = std::move(job)] {
+      try {
+        return job();
+      } catch (const std::exception& e) {
+        return failure({ec::runtime, e.what()});
+      }
     },
-    [self, promise](done_atom) {
-      promise->deliver(true);
-      self->quit();
-    },
-  };
+    [done = std::move(done)](std::optional<reply> r) {
+      done(r ? std::move(*r) : failure({ec::runtime, "worker pool job failed"}));
+    });
 }
 
-void run_blocking_on(caf::event_based_actor* self, std::shared_ptr<worker_pool> pool,
-                     std::function<reply()> job, done_fn done) {
-  auto out = std::make_shared<reply>();
-  std::function<void()> wrapped = [job = std::move(job), out] {
-    try {
-      *out = job();
-    } catch (const std::exception& e) {
-      *out = failure({ec::runtime, e.what()});
-    }
-  };
-  auto helper = self->system().spawn(bridge, std::move(pool), std::move(wrapped));
-  self->request(helper, caf::infinite, probe_atom_v)
-    .then([out, done](bool) { done(std::move(*out)); },
-          [done](caf::error& err) { done(failure(from_caf_error(err))); });
+runtime_limits limits_of(const connection_env& env) {
+  if (env.shared && env.shared->settings)
+    if (auto s = env.shared->settings->get())
+      return s->config.limits;
+  return {};
+}
+
+reply failure_of(const caf::error& err, std::string_view action) {
+  auto e = from_caf_error(err);
+  if (is_request_timeout(e) && !action.empty())
+    e = timed_out_inside(action);
+  return failure(std::move(e));
 }
 
 size_t payload_bytes(const exec_result& r) {

@@ -118,14 +118,12 @@ void do_file_chunk(connection_env& env, const element& data, const action_contex
   }
   auto dir = env.transfer_dir;
   auto io = env.transfers->io;
-  auto self = env.self;
-  auto pool = env.pool;
   with_settings(env, done,
-                [self, pool, io, dir, key = std::string{key}, payload = std::move(bytes.value()),
+                [run = runner(env), io, dir, key = std::string{key}, payload = std::move(bytes.value()),
                  first = index == 0, done](const instance_settings& s) {
                   auto max_bytes = s.config.limits.max_rpc_file_bytes;
                   run_blocking_on(
-                    self, pool,
+                    run,
                     [io, dir, key, payload, first, max_bytes] {
                       return write_chunk(io, dir, key, payload, first, max_bytes);
                     },

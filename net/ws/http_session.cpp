@@ -249,29 +249,100 @@ class http_session final : public session_base {
       unauthorized();
       return;
     }
-    if (!srv_.pins->admits(instance)) {
-      spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance",
-                   peer_, instance);
-      unauthorized();
+    // The instance is checked here when the pin is held here (or there is no cluster);
+    // a cluster's pin is read on the worker pool, never on this I/O thread.
+    if (srv_.pins->settled()) {
+      rpc_checked(std::move(req), std::move(instance), srv_.pins->check(instance) == verdict::admit);
+      return;
+    }
+    auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
+    off_io([pins = srv_.pins, instance] { return pins->settle(instance) == verdict::admit; },
+           [held, instance](http_session& s, bool admitted) mutable {
+             s.rpc_checked(std::move(*held), std::move(instance), admitted);
+           });
+  }
+
+  using verdict = trusted_instance::verdict;
+
+  void refuse_rpc(unsigned version, std::string_view instance) {
+    spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance", peer_, instance);
+    write(make_response(http::status::unauthorized, version, false, "text/plain", "Unauthorized"));
+  }
+
+  void rpc_checked(http::request<http::string_body> req, std::string instance, bool admitted) {
+    if (!admitted) {
+      refuse_rpc(req.version(), instance);
       return;
     }
     if (!reserve_upgrade(req, "RPC connection"))
       return;
-    // Pinned only by a handshake that upgrades (first come, first served).
-    if (!srv_.pins->pin(instance)) {
+    // Pinned only by a handshake that upgrades (first come, first served); a cluster's
+    // pin is written on the worker pool.
+    if (srv_.pins->settled()) {
+      rpc_pinned(std::move(req), std::move(instance), srv_.pins->pin(instance));
+      return;
+    }
+    auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
+    off_io([pins = srv_.pins, instance] { return pins->pin(instance); },
+           [held, instance](http_session& s, bool pinned) mutable {
+             s.rpc_pinned(std::move(*held), std::move(instance), pinned);
+           });
+  }
+
+  void rpc_pinned(http::request<http::string_body> req, std::string instance, bool pinned) {
+    if (!pinned) {
       srv_.release_connection();
-      spdlog::warn("net: {}: RPC handshake refused: instance {} is not the pinned instance",
-                   peer_, instance);
-      unauthorized();
+      refuse_rpc(req.version(), instance);
       return;
     }
     handed_off_ = true;
     start_rpc_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(instance));
   }
 
+  /// Runs `job` (a read or write of the cluster's pin: it may wait for etcd) on the
+  /// worker pool, then `next` with its outcome on this session's strand; false when it
+  /// did not finish within pin_wait.
+  void off_io(std::function<bool()> job, std::function<void(http_session&, bool)> next) {
+    if (!srv_.pool) {
+      next(*this, job());
+      return;
+    }
+    waiting_ = true;
+    pin_next_ = std::move(next);
+    // The timer is what keeps this session alive (inside the io_context) meanwhile.
+    timer_.expires_after(pin_wait);
+    timer_.async_wait([s = self()](beast::error_code ec) {
+      if (!ec)
+        s->on_pin_work(false);
+    });
+    srv_.pool->submit([weak = std::weak_ptr<http_session>{self()}, gate = srv_.gate, job = std::move(job)] {
+      bool ok = job();
+      gate->post(weak, [ok](http_session& s) { s.on_pin_work(ok); });
+    });
+  }
+
+  void on_pin_work(bool ok) {
+    if (!waiting_ || !pin_next_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    auto next = std::exchange(pin_next_, nullptr);
+    next(*this, ok);
+  }
+
   /// Checks 1 to 3 of protocol.md §1.4 (the directory runs 4 to 9), all before the upgrade.
   void handle_relay(http::request<http::string_body> req, std::string session,
-                    std::string process) {
+                    std::string process, bool pin_read = false) {
+    // The pinned instance as held here; a cluster's pin not read yet is read first, on
+    // the worker pool (once: nothing pinned anywhere is an answer too).
+    if (!pin_read && !srv_.pins->settled()) {
+      auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
+      off_io([pins = srv_.pins] { return pins->settle("") != verdict::unknown; },
+             [held, session, process](http_session& s, bool) mutable {
+               s.handle_relay(std::move(*held), std::move(session), std::move(process), true);
+             });
+      return;
+    }
     auto label = fmt::format("session {} process {}", session, process);
     auto unauthorized = [&](std::string_view why) {
       spdlog::warn("net: {}: relay handshake for {} refused: {}", peer_, label, why);
@@ -470,6 +541,8 @@ class http_session final : public session_base {
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::steady_timer timer_;
   bool waiting_ = false;
+  /// What follows a read or write of the cluster's pin (off_io).
+  std::function<void(http_session&, bool)> pin_next_;
   std::optional<pending_relay> relay_;
   probe kind_ = probe::live;
   unsigned version_ = 11;

@@ -20,7 +20,14 @@ namespace {
 class held_store final : public admission_store {
  public:
   result<std::optional<std::string>> get(const std::string& key) override {
-    std::lock_guard lock{mtx_};
+    std::unique_lock lock{mtx_};
+    if (hold_gets_ > 0) {
+      --hold_gets_;
+      ++holding_;
+      cv_.notify_all();
+      cv_.wait_for(lock, 5s, [&] { return released_; });
+      --holding_;
+    }
     auto i = rows_.find(key);
     return i == rows_.end() ? std::optional<std::string>{} : std::optional<std::string>{i->second};
   }
@@ -46,6 +53,12 @@ class held_store final : public admission_store {
     hold_next_ = n;
     released_ = false;
   }
+  /// The next `n` reads (a workspace's record, read before its supervisor starts) wait.
+  void hold_gets(int n) {
+    std::lock_guard lock{mtx_};
+    hold_gets_ = n;
+    released_ = false;
+  }
   void fail_next() {
     std::lock_guard lock{mtx_};
     fail_next_ = true;
@@ -69,7 +82,7 @@ class held_store final : public admission_store {
   std::mutex mtx_;
   std::condition_variable cv_;
   std::map<std::string, std::string> rows_;
-  int hold_next_ = 0, holding_ = 0;
+  int hold_next_ = 0, hold_gets_ = 0, holding_ = 0;
   bool released_ = false, fail_next_ = false;
   uint64_t commits_ = 0;
 };
@@ -188,6 +201,44 @@ BOOST_AUTO_TEST_CASE(a_gate_that_waits_for_a_commit_takes_its_request_up_again) 
   auto ran = f.exec("workspace-a", "global", "echo 3", 3);
   BOOST_REQUIRE(ran.ok());
   BOOST_CHECK_EQUAL(ran->stdout_text, "3");
+}
+
+BOOST_AUTO_TEST_CASE(a_held_record_read_delays_no_other_workspace) {
+  // A workspace's record is read before its supervisor starts, on the worker pool: no
+  // scheduler thread waits for it (two held reads, as many as boxd has such threads).
+  auto store = std::make_shared<held_store>();
+  core_fixture f{with_store(store)};
+  BOOST_REQUIRE(f.call<entitlement_receipt>(entitle_atom_v, snapshot("workspace-b", 1, true)).ok());
+  BOOST_REQUIRE(f.exec("workspace-b", "global", "echo b").ok());
+  store->hold_gets(2);
+  caf::scoped_actor a{f.sys}, c{f.sys};
+  a->send(f.dir(), entitle_atom_v, snapshot("workspace-a", 1, true));
+  c->send(f.dir(), entitle_atom_v, snapshot("workspace-c", 1, true));
+  BOOST_REQUIRE_MESSAGE(store->wait_holding(2), "pool threads " << f.pool->threads() << " idle " << f.pool->idle()
+                                                                 << " queued " << f.pool->queued());
+  // A second first use of A joins the first: one read, one supervisor.
+  caf::scoped_actor a2{f.sys};
+  a2->send(f.dir(), exec_atom_v, exec_req("workspace-a", "global", "echo a"));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto b = f.exec("workspace-b", "global", "echo b2");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_REQUIRE(b.ok());
+  BOOST_CHECK_MESSAGE(took < 1s, "workspace B waited "
+                                   << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                   << " ms behind the reads of A and C");
+  store->release();
+  std::optional<result<entitlement_receipt>> receipt;
+  a->receive([&](entitlement_receipt& r) { receipt.emplace(std::move(r)); },
+             [&](caf::error& e) { receipt.emplace(from_caf_error(e)); },
+             caf::after(std::chrono::seconds{10}) >> [&] { receipt.emplace(box_error{ec::box_error, "no reply"}); });
+  BOOST_REQUIRE(receipt && receipt->ok());
+  std::optional<result<exec_result>> ran;
+  a2->receive([&](exec_result& r) { ran.emplace(std::move(r)); },
+              [&](caf::error& e) { ran.emplace(from_caf_error(e)); },
+              caf::after(std::chrono::seconds{10}) >> [&] { ran.emplace(box_error{ec::box_error, "no reply"}); });
+  BOOST_REQUIRE_MESSAGE(ran && ran->ok(), (ran && !ran->ok() ? ran->error().message : std::string{}));
+  BOOST_CHECK_EQUAL((*ran)->stdout_text, "a");
+  c->receive([](entitlement_receipt&) {}, [](caf::error&) {}, caf::after(std::chrono::seconds{10}) >> [] {});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

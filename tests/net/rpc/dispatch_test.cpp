@@ -44,6 +44,7 @@ caf::behavior driver(driver_ptr self, directory_actor dir, std::shared_ptr<worke
   env.shared = std::move(shared);
   env.transfer_dir = std::move(transfer_dir);
   return {
+    [self](done_atom, uint64_t token) { self->state.env.jobs->finish(token); },
     [self](const std::string& action, const std::string& data,
            const std::string& context) -> caf::result<box_error, std::string> {
       // Both parsers die at the end of this handler: dispatch() must not keep the DOM.
@@ -267,6 +268,24 @@ BOOST_AUTO_TEST_CASE(exec_round_trip_has_the_reference_shape) {
   BOOST_CHECK_EQUAL(a.str("stdout"), "hello");
   BOOST_CHECK_EQUAL(a.str("stderr"), "");
   BOOST_CHECK(a.num("duration_ms") >= 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_request_between_actors_is_answered_with_the_timeout_text) {
+  // The exec waits in its session (a gate) past its own timeout plus the margin: the
+  // connection's request to the directory expires and the action is answered, naming it.
+  core_fixture::options o;
+  o.limits.action_margin_sec = 1;
+  net_fixture f{o};
+  auto snap = std::make_shared<settings_snapshot>();
+  snap->set(f.call<health_info>(health_atom_v)->settings); // as the directory publishes
+  f.shared->settings = snap;
+  auto a = f.tenant("box_exec", R"({"session_id":"s","cmd":"gate stall","timeout_sec":1})");
+  require_wire(a, "BoxRuntimeUnavailableError: box_exec timed out inside the runtime");
+  // Nothing was left half-changed: the session finishes its command and serves the next.
+  f.backend->release_gate("stall");
+  auto next = f.tenant("box_exec", R"({"session_id":"s","cmd":"echo after"})");
+  require_ok(next);
+  BOOST_CHECK_EQUAL(next.str("stdout"), "after");
 }
 
 BOOST_AUTO_TEST_CASE(exec_failure_exit_code_is_reported) {

@@ -1,0 +1,70 @@
+// The admission state's commits against a real etcd that stalls (SIGSTOP): the commits
+// wait on the worker pool, never on a scheduler thread, so another workspace is served
+// at its usual pace meanwhile; the stalled commits fail their requests once etcd's
+// timeout passes and change nothing.
+#include "tests/actors/fixture.hpp"
+
+#include <chrono>
+
+#include "etcd_fixture.hpp"
+#include "net/cluster/admission_store.hpp"
+#include "net/cluster/ownership.hpp"
+
+using namespace boxrt;
+using namespace boxrt::test;
+using namespace boxrt::net::cluster;
+using namespace std::chrono_literals;
+
+BOOST_AUTO_TEST_SUITE(stalled_etcd)
+
+BOOST_FIXTURE_TEST_CASE(a_stalled_etcd_delays_no_other_workspace, etcd_fixture) {
+  // This node owns every workspace of the test (one claim, its fence for every key).
+  boxrt::net::etcd::client c{opts};
+  ownership own{opts, "/boxrt/stall"};
+  auto lease = c.grant(30s);
+  BOOST_REQUIRE(lease);
+  auto claim = own.claim("ws", "n1", "127.0.0.1:7101", *lease);
+  BOOST_REQUIRE(claim);
+  fence held{own.owner_key("ws"), claim->epoch};
+  core_fixture::options o;
+  o.admission = true;
+  o.store = std::make_shared<etcd_admission_store>(opts, "/boxrt/stall",
+                                                   [held](const std::string&) { return std::optional<fence>{held}; });
+  core_fixture f{o};
+  BOOST_REQUIRE(f.call<entitlement_receipt>(entitle_atom_v, snapshot("workspace-b", 1, true)).ok());
+  BOOST_REQUIRE(f.exec("workspace-b", "global", "echo b").ok());
+  BOOST_REQUIRE(f.call<entitlement_receipt>(entitle_atom_v, snapshot("workspace-a", 1, true)).ok());
+  BOOST_REQUIRE(f.call<entitlement_receipt>(entitle_atom_v, snapshot("workspace-c", 1, true)).ok());
+
+  pause();
+  // New revisions of A and C: each commit waits for etcd (its 2 s timeout), as many as
+  // boxd has scheduler threads.
+  caf::scoped_actor a{f.sys}, cc{f.sys};
+  a->send(f.dir(), entitle_atom_v, snapshot("workspace-a", 2, true));
+  cc->send(f.dir(), entitle_atom_v, snapshot("workspace-c", 2, true));
+  // B needs no commit: it is served at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto b = f.exec("workspace-b", "global", "echo b2");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_REQUIRE(b.ok());
+  BOOST_CHECK_EQUAL(b->stdout_text, "b2");
+  BOOST_CHECK_MESSAGE(took < 1s, "workspace B waited "
+                                   << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                   << " ms behind the stalled etcd");
+  // A's commit fails (etcd did not answer): the request fails, revision 1 stays.
+  std::optional<result<entitlement_receipt>> receipt;
+  a->receive([&](entitlement_receipt& r) { receipt.emplace(std::move(r)); },
+             [&](caf::error& e) { receipt.emplace(from_caf_error(e)); },
+             caf::after(std::chrono::seconds{15}) >> [&] { receipt.emplace(box_error{ec::box_error, "no reply"}); });
+  BOOST_REQUIRE(receipt);
+  BOOST_CHECK(!receipt->ok());
+  BOOST_CHECK(receipt->ok() || receipt->error().message != "no reply");
+  cc->receive([](entitlement_receipt&) {}, [](caf::error&) {}, caf::after(std::chrono::seconds{15}) >> [] {});
+  resume();
+  auto again = f.call<entitlement_receipt>(entitle_atom_v, snapshot("workspace-a", 2, true));
+  BOOST_REQUIRE_MESSAGE(again.ok(), (again.ok() ? std::string{} : again.error().message));
+  BOOST_CHECK_EQUAL(again->entitlement_revision, 2);
+  BOOST_REQUIRE(f.exec("workspace-a", "global", "echo a").ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
