@@ -446,11 +446,13 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       return;
     }
     st.releasing = true;
-    st.args.pool->submit([slot = st.backend, me = caf::actor_cast<caf::actor>(self), reason = msg.reason] {
-      if (auto b = slot->get())
-        b->shutdown();
-      caf::anon_send(me, caf::exit_msg{caf::actor_addr{}, reason});
-    });
+    pool_job(
+      *st.args.pool, caf::actor_cast<caf::actor>(self),
+      [slot = st.backend] {
+        if (auto b = slot->get())
+          b->shutdown();
+      },
+      caf::exit_msg{caf::actor_addr{}, msg.reason});
   });
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;

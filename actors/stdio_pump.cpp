@@ -16,6 +16,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/pool_job.hpp"
 #include "messages/type_ids.hpp"
 
 namespace boxrt {
@@ -129,11 +130,10 @@ void write_next(pump_ptr self) {
   auto line = std::move(st.lines.front());
   st.lines.pop_front();
   uint64_t n = line.size();
-  st.pool->submit([process = st.entry->process, line = std::move(line), n,
-                   me = caf::actor{self}, key = st.key] {
-    bool ok = process->write_stdin(line);
-    caf::anon_send(me, written_atom_v, key, n, ok);
-  });
+  pool_job(
+    *st.pool, caf::actor{self},
+    [process = st.entry->process, line = std::move(line)] { return process->write_stdin(line); },
+    written_atom_v, st.key, n);
 }
 
 caf::behavior pump_behavior(pump_ptr self, caf::actor relay,
