@@ -115,36 +115,22 @@ BOOST_AUTO_TEST_CASE(a_held_commit_delays_no_other_workspace_and_the_reply_follo
   // A's next request waits behind the commit; B is served meanwhile, at its usual pace.
   caf::scoped_actor a2{f.sys};
   a2->send(f.dir(), exec_atom_v, exec_req("workspace-a", "global", "echo a"));
-  const auto t0 = std::chrono::steady_clock::now();
-  auto b = f.exec("workspace-b", "global", "echo b2");
-  const auto took = std::chrono::steady_clock::now() - t0;
-  BOOST_REQUIRE(b.ok());
-  BOOST_CHECK_EQUAL(b->stdout_text, "b2");
-  BOOST_CHECK_MESSAGE(took < 1s, "workspace B waited "
-                                   << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                                   << " ms behind A's held commit");
+  served_beside("A's held commit", [&] {
+    auto b = f.exec("workspace-b", "global", "echo b2");
+    BOOST_REQUIRE(b.ok());
+    BOOST_CHECK_EQUAL(b->stdout_text, "b2");
+  });
   // Nothing of A is answered before its commit is done.
-  bool early = false;
-  a->receive([&](entitlement_receipt&) { early = true; }, [&](caf::error&) { early = true; },
-             caf::after(std::chrono::milliseconds{0}) >> [] {});
-  a2->receive([&](exec_result&) { early = true; }, [&](caf::error&) { early = true; },
-              caf::after(std::chrono::milliseconds{0}) >> [] {});
-  BOOST_CHECK(!early);
+  BOOST_CHECK(!answered<entitlement_receipt>(a));
+  BOOST_CHECK(!answered<exec_result>(a2));
   BOOST_CHECK_EQUAL(store->commits(), commits_before);
 
   store->release();
-  std::optional<result<entitlement_receipt>> receipt;
-  a->receive([&](entitlement_receipt& r) { receipt.emplace(std::move(r)); },
-             [&](caf::error& e) { receipt.emplace(from_caf_error(e)); },
-             caf::after(std::chrono::seconds{10}) >> [&] { receipt.emplace(box_error{ec::box_error, "no reply"}); });
-  BOOST_REQUIRE(receipt && receipt->ok());
+  BOOST_REQUIRE(reply_within<entitlement_receipt>(a).ok());
   BOOST_CHECK(store->commits() > commits_before); // durable before acknowledged
-  std::optional<result<exec_result>> ran;
-  a2->receive([&](exec_result& r) { ran.emplace(std::move(r)); },
-              [&](caf::error& e) { ran.emplace(from_caf_error(e)); },
-              caf::after(std::chrono::seconds{10}) >> [&] { ran.emplace(box_error{ec::box_error, "no reply"}); });
-  BOOST_REQUIRE_MESSAGE(ran && ran->ok(), (ran && !ran->ok() ? ran->error().message : std::string{}));
-  BOOST_CHECK_EQUAL((*ran)->stdout_text, "a");
+  auto ran = reply_within<exec_result>(a2);
+  BOOST_REQUIRE_MESSAGE(ran.ok(), (ran.ok() ? std::string{} : ran.error().message));
+  BOOST_CHECK_EQUAL(ran->stdout_text, "a");
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_commit_fails_the_request_and_changes_nothing) {
@@ -177,17 +163,11 @@ BOOST_AUTO_TEST_CASE(a_gate_that_waits_for_a_commit_takes_its_request_up_again) 
   caf::scoped_actor a{f.sys};
   a->send(f.dir(), list_atom_v, ctx("workspace-a", 2));
   BOOST_REQUIRE(store->wait_holding());
-  bool early = false;
-  a->receive([&](std::vector<session_info>&) { early = true; }, [&](caf::error&) { early = true; },
-             caf::after(std::chrono::milliseconds{0}) >> [] {});
-  BOOST_CHECK(!early);
+  BOOST_CHECK(!answered<std::vector<session_info>>(a));
   store->release();
-  std::optional<result<std::vector<session_info>>> listed;
-  a->receive([&](std::vector<session_info>& r) { listed.emplace(std::move(r)); },
-             [&](caf::error& e) { listed.emplace(from_caf_error(e)); },
-             caf::after(std::chrono::seconds{10}) >> [&] { listed.emplace(box_error{ec::box_error, "no reply"}); });
-  BOOST_REQUIRE_MESSAGE(listed && listed->ok(), (listed && !listed->ok() ? listed->error().message : std::string{}));
-  BOOST_CHECK(listed->value().empty()); // generation 1's session is retired
+  auto listed = reply_within<std::vector<session_info>>(a);
+  BOOST_REQUIRE_MESSAGE(listed.ok(), (listed.ok() ? std::string{} : listed.error().message));
+  BOOST_CHECK(listed->empty()); // generation 1's session is retired
   BOOST_CHECK(store->commits() > before);
   BOOST_CHECK(!f.exec("workspace-a", "global", "echo 1", 1).ok()); // fenced
   // A commit that fails in a gate fails that request; the next one commits again.
@@ -219,25 +199,12 @@ BOOST_AUTO_TEST_CASE(a_held_record_read_delays_no_other_workspace) {
   // A second first use of A joins the first: one read, one supervisor.
   caf::scoped_actor a2{f.sys};
   a2->send(f.dir(), exec_atom_v, exec_req("workspace-a", "global", "echo a"));
-  const auto t0 = std::chrono::steady_clock::now();
-  auto b = f.exec("workspace-b", "global", "echo b2");
-  const auto took = std::chrono::steady_clock::now() - t0;
-  BOOST_REQUIRE(b.ok());
-  BOOST_CHECK_MESSAGE(took < 1s, "workspace B waited "
-                                   << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                                   << " ms behind the reads of A and C");
+  served_beside("the reads of A and C", [&] { BOOST_REQUIRE(f.exec("workspace-b", "global", "echo b2").ok()); });
   store->release();
-  std::optional<result<entitlement_receipt>> receipt;
-  a->receive([&](entitlement_receipt& r) { receipt.emplace(std::move(r)); },
-             [&](caf::error& e) { receipt.emplace(from_caf_error(e)); },
-             caf::after(std::chrono::seconds{10}) >> [&] { receipt.emplace(box_error{ec::box_error, "no reply"}); });
-  BOOST_REQUIRE(receipt && receipt->ok());
-  std::optional<result<exec_result>> ran;
-  a2->receive([&](exec_result& r) { ran.emplace(std::move(r)); },
-              [&](caf::error& e) { ran.emplace(from_caf_error(e)); },
-              caf::after(std::chrono::seconds{10}) >> [&] { ran.emplace(box_error{ec::box_error, "no reply"}); });
-  BOOST_REQUIRE_MESSAGE(ran && ran->ok(), (ran && !ran->ok() ? ran->error().message : std::string{}));
-  BOOST_CHECK_EQUAL((*ran)->stdout_text, "a");
+  BOOST_REQUIRE(reply_within<entitlement_receipt>(a).ok());
+  auto ran = reply_within<exec_result>(a2);
+  BOOST_REQUIRE_MESSAGE(ran.ok(), (ran.ok() ? std::string{} : ran.error().message));
+  BOOST_CHECK_EQUAL(ran->stdout_text, "a");
   c->receive([](entitlement_receipt&) {}, [](caf::error&) {}, caf::after(std::chrono::seconds{10}) >> [] {});
 }
 

@@ -164,6 +164,38 @@ struct core_fixture {
   }
 };
 
+/// The reply of type R that `self` (which sent the request) receives within `within`;
+/// a box_error "no reply" when none came, so a test fails fast instead of hanging.
+template <class R>
+result<R> reply_within(caf::scoped_actor& self, std::chrono::milliseconds within = std::chrono::seconds{10}) {
+  std::optional<result<R>> out;
+  self->receive([&](R& r) { out.emplace(std::move(r)); },
+                [&](caf::error& err) { out.emplace(from_caf_error(err)); },
+                caf::after(within) >> [&] { out.emplace(box_error{ec::box_error, "no reply"}); });
+  return std::move(*out);
+}
+
+/// True when `self` holds a reply of type R (or an error) already; never waits.
+template <class R>
+bool answered(caf::scoped_actor& self) {
+  bool got = false;
+  self->receive([&](R&) { got = true; }, [&](caf::error&) { got = true; },
+                caf::after(std::chrono::milliseconds{0}) >> [] {});
+  return got;
+}
+
+/// Runs `served` (another workspace's request) and checks it is answered within a
+/// second while `behind` is held: a held scheduler thread would delay it by the hold.
+template <class F>
+void served_beside(std::string_view behind, F&& served) {
+  const auto t0 = std::chrono::steady_clock::now();
+  served();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_CHECK_MESSAGE(took < std::chrono::seconds{1},
+                      "workspace B waited " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                            << " ms behind " << behind);
+}
+
 /// Asserts that `r` failed with exactly this class and text.
 template <class T>
 void require_error(const result<T>& r, ec code, const std::string& text) {

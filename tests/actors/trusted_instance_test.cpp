@@ -41,6 +41,17 @@ struct shared_pin {
   }
 };
 
+/// A node's trusted instance over a cluster pin holding `value`.
+struct pinned_node {
+  shared_pin etcd;
+  trusted_instance t;
+
+  pinned_node(std::optional<std::string> value, std::chrono::milliseconds retry_after) {
+    etcd.value = std::move(value);
+    etcd.attach(t, retry_after);
+  }
+};
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(trusted_pin)
@@ -56,10 +67,8 @@ BOOST_AUTO_TEST_CASE(without_a_cluster_the_first_pin_holds_and_nothing_waits) {
 }
 
 BOOST_AUTO_TEST_CASE(a_cluster_pin_is_read_once_and_kept) {
-  shared_pin etcd;
-  etcd.value = "a";
-  trusted_instance t;
-  etcd.attach(t, std::chrono::hours{1});
+  pinned_node n{"a", std::chrono::hours{1}};
+  auto& [etcd, t] = n;
   BOOST_CHECK(!t.settled());
   BOOST_CHECK(t.check("a") == verdict::unknown);
   BOOST_CHECK_EQUAL(etcd.reads.load(), 0); // check() never reads
@@ -75,9 +84,8 @@ BOOST_AUTO_TEST_CASE(a_cluster_pin_is_read_once_and_kept) {
 }
 
 BOOST_AUTO_TEST_CASE(an_unreadable_pin_refuses_and_is_not_reread_on_every_request) {
-  shared_pin etcd; // unreadable
-  trusted_instance t;
-  etcd.attach(t, std::chrono::hours{1});
+  pinned_node n{std::nullopt, std::chrono::hours{1}}; // unreadable
+  auto& [etcd, t] = n;
   BOOST_CHECK(t.settle("a") == verdict::refuse);
   for (int i = 0; i < 100; ++i) {
     BOOST_CHECK(t.check("a") == verdict::refuse);
@@ -89,9 +97,8 @@ BOOST_AUTO_TEST_CASE(an_unreadable_pin_refuses_and_is_not_reread_on_every_reques
 }
 
 BOOST_AUTO_TEST_CASE(an_unreadable_pin_is_read_again_after_the_retry_interval) {
-  shared_pin etcd;
-  trusted_instance t;
-  etcd.attach(t, std::chrono::milliseconds{0});
+  pinned_node n{std::nullopt, std::chrono::milliseconds{0}};
+  auto& [etcd, t] = n;
   BOOST_CHECK(t.settle("a") == verdict::refuse);
   etcd.value = "a"; // etcd is back
   BOOST_CHECK(t.check("a") == verdict::unknown);
@@ -100,10 +107,8 @@ BOOST_AUTO_TEST_CASE(an_unreadable_pin_is_read_again_after_the_retry_interval) {
 }
 
 BOOST_AUTO_TEST_CASE(nothing_pinned_in_the_cluster_admits_and_the_first_pin_is_kept) {
-  shared_pin etcd;
-  etcd.value = "";
-  trusted_instance t;
-  etcd.attach(t, std::chrono::hours{1});
+  pinned_node n{"", std::chrono::hours{1}};
+  auto& [etcd, t] = n;
   BOOST_CHECK(t.settle("a") == verdict::admit);
   BOOST_CHECK(!t.settled()); // nothing to keep yet
   BOOST_CHECK(t.pin("b"));
@@ -115,10 +120,8 @@ BOOST_AUTO_TEST_CASE(nothing_pinned_in_the_cluster_admits_and_the_first_pin_is_k
 }
 
 BOOST_AUTO_TEST_CASE(concurrent_settles_read_the_pin_once) {
-  shared_pin etcd;
-  etcd.value = "a";
-  trusted_instance t;
-  etcd.attach(t, std::chrono::hours{1});
+  pinned_node n{"a", std::chrono::hours{1}};
+  auto& [etcd, t] = n;
   std::vector<std::thread> threads;
   std::atomic<int> admitted{0};
   for (int i = 0; i < 8; ++i)
