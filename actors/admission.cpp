@@ -121,8 +121,8 @@ constexpr std::array<std::string_view, 14> admission_check_order{
   readiness::storage_keys[1],
   readiness::storage_keys[2],
   readiness::storage_keys[3],
-  "session_cap",
-  "managed_process_cap",
+  readiness::session_cap,
+  readiness::managed_process_cap,
 };
 
 constexpr const auto& storage_checks = readiness::storage_keys;
@@ -197,7 +197,7 @@ void workspace_admission::revoke_at(int64_t revision) {
 result<workspace_admission::snapshot_outcome>
 workspace_admission::put_snapshot(const entitlement_snapshot& snapshot, int64_t now_s) {
   if (snapshot.instance_uuid != instance_ || snapshot.workspace_uuid != workspace_)
-    return entitlement_error("Entitlement scope does not match the Workspace execution context");
+    return untrusted_refusal(snapshot);
   // Monotonicity and equivocation come before anything authoritative, so a replayed
   // old snapshot (cancelled or not) is refused and changes nothing (admission.md §6.9).
   bool same_revision = false;
@@ -291,8 +291,7 @@ workspace_admission::upsert_grant(const admission_grant& grant, const box_config
     return make_box_error(ec::readiness,
                           "Invalid sandbox admission configuration: " + config.admission_error);
   if (grant.instance_uuid != instance_)
-    return make_box_error(ec::permission,
-                          "Sandbox admission grant does not match the trusted instance");
+    return untrusted_refusal(grant);
   if (grant.expires_at <= now_us)
     return admission_error("Cannot install an expired sandbox admission grant");
   if (grant.expires_at > now_us + policy.max_grant_ttl_sec * us_per_sec)
@@ -346,8 +345,7 @@ workspace_admission::revoke(const admission_revocation& revocation, const box_co
   if (!config.admission.required)
     return admission_error("Sandbox admission enforcement is not enabled");
   if (revocation.instance_uuid != instance_)
-    return make_box_error(ec::permission,
-                          "Sandbox admission revocation does not match the trusted instance");
+    return untrusted_refusal(revocation);
   if (revocation.entitlement_revision < std::max(highest_revision_, tombstone_))
     return admission_error("Sandbox admission revocation is stale");
   revoke_at(revocation.entitlement_revision);
@@ -523,8 +521,8 @@ runtime_readiness compute_readiness(const box_config& config, const readiness_re
   // 0.7.13's name for the read-only mount quota, beside the older one; never a failing
   // check of its own (the readiness error names the older key once).
   r.checks[readiness::hard_read_only_mount_quota] = r.checks[readiness::hard_skill_storage_quota];
-  r.checks["session_cap"] = policy.max_sessions <= 1;
-  r.checks["managed_process_cap"] = policy.max_managed_processes == 0;
+  r.checks[readiness::session_cap] = policy.max_sessions <= 1;
+  r.checks[readiness::managed_process_cap] = policy.max_managed_processes == 0;
   r.ready = std::all_of(r.checks.begin(), r.checks.end(),
                         [](const auto& kv) { return kv.second; });
   if (!backend.error.empty())

@@ -191,7 +191,7 @@ boxd_config default_boxd_config() {
   out.server.port = 5410;
   out.server.transfer_dir = "data/temp/lbp";
   out.box.backend = "auto";
-  out.box.local.host_root = "data/box";
+  out.box.local.host_root = default_host_root;
   return out;
 }
 

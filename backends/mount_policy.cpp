@@ -46,10 +46,10 @@ const char* const denied[] = {"/etc", "/proc", "/sys", "/dev", "/root", "/boot",
 box_error check_one(const std::string& field, const std::string& raw, const local_config& local) {
   auto path = resolve(raw);
   if (path == "/")
-    return {ec::validation, field + " " + raw + " is blocked for security"};
+    return blocked_for_security(field, raw);
   for (auto d : denied)
     if (under(path, d))
-      return {ec::validation, field + " " + raw + " is blocked for security"};
+      return blocked_for_security(field, raw);
   if (local.allowed_mount_roots.empty())
     return {ec::validation, field + " mounting is disabled because no allowed_mount_roots are configured"};
   std::string joined;
@@ -214,8 +214,8 @@ mount_fence make_mount_fence(const local_config& resolved, std::string own_ns, c
   if (!resolved.default_workspace.empty())
     f.workspace_tenants = resolved.default_workspace + "/tenants";
   if (!resolved.host_root.empty()) {
-    f.sealed.push_back(resolved.host_root + "/state");
-    f.sealed.push_back(resolved.host_root + "/images");
+    f.sealed.push_back(state_dir_of(resolved));
+    f.sealed.push_back(cluster_images_dir_of(resolved));
   }
   if (!transfer_dir.empty())
     f.sealed.push_back(resolve(absolute(transfer_dir)));
@@ -240,7 +240,7 @@ local_config resolve_local(const local_config& in) {
       out.allowed_mount_roots.push_back(resolve(absolute(r)));
   if (out.allowed_mount_roots.empty() && !out.host_root.empty())
     out.allowed_mount_roots.push_back(out.host_root);
-  auto base = out.host_root.empty() ? absolute("data/box") : out.host_root;
+  auto base = out.host_root.empty() ? absolute(default_host_root) : out.host_root;
   auto skills = in.skills_root.empty() ? std::string{"skills"} : in.skills_root;
   out.skills_root = skills.front() == '/' ? resolve(skills) : resolve(base + "/" + skills);
   return out;
@@ -250,7 +250,7 @@ box_error check_spec_mounts(const box_spec& spec, const local_config& local, con
   // Another workspace's tree, as written or as its links resolve.
   auto others = [&](const std::string& field, const std::string& raw) -> box_error {
     if (fence && (inside_other_workspace(normal(raw), *fence) || inside_other_workspace(resolve(raw), *fence)))
-      return {ec::validation, field + " " + raw + " is blocked for security"};
+      return blocked_for_security(field, raw);
     return {};
   };
   if (!spec.host_path.empty() && spec.host_path_mode != mount_mode::none)

@@ -24,6 +24,13 @@ inline constexpr const char* hard_skill_storage_quota = "hard_skill_storage_quot
 inline constexpr const char* hard_read_only_mount_quota = "hard_read_only_mount_quota";
 inline constexpr const char* bounded_ephemeral_storage = "bounded_ephemeral_storage";
 inline constexpr const char* inode_quota = "inode_quota";
+/// Whether the backend's I/O limits (blkio) were read back as set (a detail, not a
+/// required key).
+inline constexpr const char* io_limits = "io_limits";
+/// Admission mode's check that a workspace has at most one session.
+inline constexpr const char* session_cap = "session_cap";
+/// Admission mode's check that managed processes are off (max_managed_processes 0).
+inline constexpr const char* managed_process_cap = "managed_process_cap";
 /// Text facts (readiness_report::text_details): which nsjail runs, and its version.
 inline constexpr const char* nsjail_path = "nsjail_path";
 inline constexpr const char* nsjail_version = "nsjail_version";

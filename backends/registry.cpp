@@ -17,8 +17,7 @@ namespace boxrt {
 sandbox_options sandbox_options_for(const box_config& config, const host_options& host) {
   auto local = resolve_local(config.local);
   sandbox_options o;
-  auto root = local.host_root.empty() ? std::string{"data/box"} : local.host_root;
-  o.state_dir = root + "/state";
+  o.state_dir = state_dir_of(local);
   o.skills_tenants_dir = local.skills_root + "/tenants";
   o.skills_quota_mb = local.skills_quota_mb;
   if (!local.default_workspace.empty())
@@ -36,7 +35,7 @@ sandbox_options sandbox_options_for(const box_config& config, const host_options
   o.warm_pool = static_cast<int>(config.limits.warm_pool);
   if (!host.cluster_node.empty()) {
     o.cgroup_tag = host.cluster_node;
-    o.images_dir = root + "/images";
+    o.images_dir = cluster_images_dir_of(local);
     o.multi_mount_protection = true;
     o.reserve_uid = host.reserve_uid;
     o.release_uid = host.release_uid;
@@ -50,7 +49,7 @@ backend_choice select_backend(const box_config& config, const host_options& host
   if (requested == "scripted")
     return {std::make_shared<scripted_backend>(config.scripted), "scripted", ""};
   auto local = resolve_local(config.local);
-  auto state = (local.host_root.empty() ? std::string{"data/box"} : local.host_root) + "/state";
+  auto state = state_dir_of(local);
   // nsjail: the same warm sandbox backend as bwrap, with nsjail as its driver.
   auto nsjail = [&]() -> backend_choice {
     auto o = sandbox_options_for(config, host);

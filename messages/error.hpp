@@ -82,6 +82,14 @@ inline box_error make_box_error(ec code, std::string message) {
   return box_error{code, std::move(message)};
 }
 
+/// A mount source the host refuses (BoxValidationError, the reference's text):
+/// "<field> <path> is blocked for security".
+inline box_error blocked_for_security(std::string_view field, std::string_view path) {
+  std::string text{field};
+  text.append(" ").append(path).append(" is blocked for security");
+  return make_box_error(ec::validation, std::move(text));
+}
+
 /// Either a value or a box_error (std::expected is C++23).
 template <class T>
 class result {

@@ -326,6 +326,18 @@ struct local_config {
   friend bool operator==(const local_config&, const local_config&) = default;
 };
 
+/// The data folder when `box.local.host_root` is not set (relative: boxd's working folder).
+inline constexpr const char* default_host_root = "data/box";
+
+/// boxd's data folder layout, in one place: `<host_root>/state` holds boxd's own state
+/// (admission, uids, mount records, session folders), `<host_root>/images` a cluster's
+/// quota images (on one node they sit in `<state>/images`).
+inline std::string host_root_of(const local_config& l) {
+  return l.host_root.empty() ? std::string{default_host_root} : l.host_root;
+}
+inline std::string state_dir_of(const local_config& l) { return host_root_of(l) + "/state"; }
+inline std::string cluster_images_dir_of(const local_config& l) { return host_root_of(l) + "/images"; }
+
 /// `box.scripted`: readiness and behaviour of the scripted test backend.
 struct scripted_config {
   bool available = true;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/error.hpp"
@@ -142,5 +143,53 @@ struct health_info {
   int64_t sessions = 0;
   int64_t workspaces = 0;
 };
+
+/// The instance and workspace a tenant request is for (views into the request).
+struct tenant_scope {
+  std::string_view instance;
+  std::string_view workspace;
+};
+
+inline tenant_scope scope_of(const action_context& c) { return {c.instance_uuid, c.workspace_uuid}; }
+
+/// A request that carries its action context.
+template <class Request>
+  requires requires(const Request& r) { r.ctx.instance_uuid; }
+tenant_scope scope_of(const Request& r) {
+  return scope_of(r.ctx);
+}
+
+/// A request that names its instance and workspace itself (admission pushes, relays).
+template <class Request>
+  requires requires(const Request& r) {
+    r.instance_uuid;
+    r.workspace_uuid;
+  }
+tenant_scope scope_of(const Request& r) {
+  return {r.instance_uuid, r.workspace_uuid};
+}
+
+/// What a request of another instance than the trusted one is answered (protocol.md
+/// §2.5, the reference's texts): a tenant action's refusal, and each admission push's.
+inline box_error untrusted_refusal(const action_context&) {
+  return {ec::permission, "Box action context does not match the trusted instance"};
+}
+template <class Request>
+  requires requires(const Request& r) { r.ctx.instance_uuid; }
+box_error untrusted_refusal(const Request& r) {
+  return untrusted_refusal(r.ctx);
+}
+inline box_error untrusted_refusal(const relay_request&) {
+  return untrusted_refusal(action_context{});
+}
+inline box_error untrusted_refusal(const entitlement_snapshot&) {
+  return {ec::entitlement_unavailable, "Entitlement scope does not match the Workspace execution context"};
+}
+inline box_error untrusted_refusal(const admission_grant&) {
+  return {ec::permission, "Sandbox admission grant does not match the trusted instance"};
+}
+inline box_error untrusted_refusal(const admission_revocation&) {
+  return {ec::permission, "Sandbox admission revocation does not match the trusted instance"};
+}
 
 } // namespace boxrt

@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include "messages/base/hex.hpp"
 #include "messages/base/json.hpp"
 #include "messages/base/pytext.hpp"
 
@@ -18,26 +19,30 @@ bool is_safe_char(char c) noexcept {
 } // namespace
 
 std::string sha256_hex(std::string_view data) {
-  static constexpr char hex[] = "0123456789abcdef";
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
     return {};
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 0xF];
-  }
-  return out;
+  return hex_of({reinterpret_cast<const char*>(md), len});
 }
 
-std::string box_namespace(std::string_view instance_uuid, std::string_view workspace_uuid) {
+std::string workspace_key(std::string_view instance_uuid, std::string_view workspace_uuid) {
   std::string key;
   key.reserve(instance_uuid.size() + 1 + workspace_uuid.size());
   key.append(instance_uuid).push_back('\0');
   key.append(workspace_uuid);
-  return "ws-" + sha256_hex(key).substr(0, 24);
+  return key;
+}
+
+std::optional<std::pair<std::string_view, std::string_view>> split_workspace_key(std::string_view key) {
+  auto sep = key.find('\0');
+  if (sep == std::string_view::npos)
+    return std::nullopt;
+  return std::pair{key.substr(0, sep), key.substr(sep + 1)};
+}
+
+std::string box_namespace(std::string_view instance_uuid, std::string_view workspace_uuid) {
+  return "ws-" + sha256_hex(workspace_key(instance_uuid, workspace_uuid)).substr(0, 24);
 }
 
 std::string runtime_namespace(std::string_view instance_uuid, std::string_view workspace_uuid,

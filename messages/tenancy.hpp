@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "messages/error.hpp"
 
@@ -12,6 +14,14 @@ namespace boxrt {
 
 /// Lower-case hex SHA-256 of `data`.
 std::string sha256_hex(std::string_view data);
+
+/// The key of one workspace of one instance: instance + "\0" + workspace (the
+/// directory's map key, the admission store's record key). Both ids are at most 256
+/// characters and hold no NUL (messages/codec), so the key splits back unambiguously.
+std::string workspace_key(std::string_view instance_uuid, std::string_view workspace_uuid);
+
+/// The instance and workspace of a workspace_key; nullopt when `key` is not one.
+std::optional<std::pair<std::string_view, std::string_view>> split_workspace_key(std::string_view key);
 
 /// "ws-" + first 24 hex of sha256(instance + "\0" + workspace). Generation-independent.
 std::string box_namespace(std::string_view instance_uuid, std::string_view workspace_uuid);

@@ -245,7 +245,7 @@ result<std::shared_ptr<backend_session>> sandbox_backend::start(const box_spec& 
     while (p.size() > 1 && p.back() == '/')
       p.pop_back();
     if (within(p, opts_.state_dir) || within(opts_.state_dir, p))
-      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+      return blocked_for_security(label, path);
     return {};
   };
   if (!own_paths && mounts_host_path(spec))
@@ -416,7 +416,7 @@ box_error sandbox_backend::sync_view(sandbox_session& s, mount_view& view, const
     auto real = beneath::path_of(source.get());
     bool own_skill = m.runtime_owned && !own_storage.empty() && within(real, own_storage) && real != own_storage;
     if (!own_skill && (within(real, opts_.state_dir) || within(opts_.state_dir, real)))
-      return make_box_error(ec::validation, what + " mount " + m.host_path + " is blocked for security");
+      return blocked_for_security(what + " mount", m.host_path);
     if (m.mode == mount_mode::rw) {
       if (auto e = pin())
         return e;
@@ -758,7 +758,7 @@ readiness_report sandbox_backend::probe_readiness(const std::string& workspace_p
     spdlog::warn("{}: readiness probe failed: {}", name(), error);
   }
   r.details[readiness::resource_limits] = impl_->host->cgroups != nullptr && error.empty() && limits_held;
-  r.details["io_limits"] = io_read_back && error.empty();
+  r.details[readiness::io_limits] = io_read_back && error.empty();
   r.details[readiness::cgroup_v2] = r.details[readiness::resource_limits] && impl_->host->cgroups->kind() == cgroup_tree::version::v2;
   bool storage = *impl_->storage_ok;
   r.details[readiness::hard_workspace_quota] = storage;

@@ -89,7 +89,7 @@ box_error open_sources(const sandbox_options& opts, const sandbox_session& s, st
     staged_item item;
     item.path = beneath::path_of(fd.get());
     if (!label.empty() && (within(item.path, opts.state_dir) || within(opts.state_dir, item.path)))
-      return make_box_error(ec::validation, label + " " + path + " is blocked for security");
+      return blocked_for_security(label, path);
     if (hand)
       hand_over(fd.get(), s.uid, s.gid, path, label.empty() ? -1 : opts.host_gid);
     struct stat st{};

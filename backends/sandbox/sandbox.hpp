@@ -46,7 +46,7 @@ struct sandbox_options {
   /// boxrt-init; "" = `boxrt-init` beside the running executable.
   std::string init_path;
   /// This boxd's own state: session records, quota images, mount records, lock.
-  std::string state_dir = "data/box/state";
+  std::string state_dir = std::string{default_host_root} + "/state";
   /// Host uids the sandboxed commands run as (server.sandbox_uid_range): each workspace
   /// gets one of its own, recorded in `<state_dir>/uids.sqlite` and as the owner of its
   /// folder; a session without a host path gets one for itself. Never 0.

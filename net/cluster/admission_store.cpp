@@ -1,22 +1,8 @@
 #include "net/cluster/admission_store.hpp"
 
+#include "messages/base/hex.hpp"
+
 namespace boxrt::net::cluster {
-
-namespace {
-
-/// Record keys hold a NUL (instance, workspace): hex keeps etcd keys printable.
-std::string hex_of(const std::string& bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 0xf]);
-  }
-  return out;
-}
-
-} // namespace
 
 etcd_admission_store::etcd_admission_store(etcd::options o, std::string prefix,
                                            std::function<std::optional<fence>(const std::string&)> fence_of)
@@ -24,6 +10,7 @@ etcd_admission_store::etcd_admission_store(etcd::options o, std::string prefix,
 }
 
 std::string etcd_admission_store::record_key(const std::string& key) const {
+  // Record keys hold a NUL (instance, workspace): hex keeps etcd keys printable.
   return prefix_ + "/admission/" + hex_of(key);
 }
 

@@ -82,11 +82,10 @@ void node::forget_owned() {
 }
 
 std::optional<fence> node::fence_of(const std::string& record_key) const {
-  auto sep = record_key.find('\0');
-  if (sep == std::string::npos)
+  auto ids = split_workspace_key(record_key);
+  if (!ids)
     return std::nullopt;
-  auto ns = box_namespace(std::string_view{record_key}.substr(0, sep),
-                          std::string_view{record_key}.substr(sep + 1));
+  auto ns = box_namespace(ids->first, ids->second);
   auto epoch = owned(ns);
   if (!epoch)
     return std::nullopt;

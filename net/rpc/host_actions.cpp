@@ -79,8 +79,7 @@ void do_grant(connection_env& env, const element& data, const action_context*, d
   if (!grant)
     return done(failure(grant.error()));
   if (!is_trusted(env, grant->instance_uuid))
-    return done(failure(
-      {ec::permission, "Sandbox admission grant does not match the trusted instance"}));
+    return done(failure(untrusted_refusal(*grant)));
   ask<grant_receipt>(env, done, encoded<grant_receipt>(), grant_atom_v, std::move(grant.value()));
 }
 
@@ -89,8 +88,7 @@ void do_revoke(connection_env& env, const element& data, const action_context*, 
   if (!rev)
     return done(failure(rev.error()));
   if (!is_trusted(env, rev->instance_uuid))
-    return done(failure(
-      {ec::permission, "Sandbox admission revocation does not match the trusted instance"}));
+    return done(failure(untrusted_refusal(*rev)));
   ask<revocation_receipt>(env, done, encoded<revocation_receipt>(), revoke_atom_v,
                           std::move(rev.value()));
 }
@@ -101,8 +99,7 @@ void do_entitlement(connection_env& env, const element& data, const action_conte
   if (!snap)
     return done(failure(snap.error()));
   if (!is_trusted(env, snap->instance_uuid))
-    return done(failure({ec::entitlement_unavailable,
-                         "Entitlement scope does not match the Workspace execution context"}));
+    return done(failure(untrusted_refusal(*snap)));
   ask<entitlement_receipt>(env, done, encoded<entitlement_receipt>(), entitle_atom_v,
                            std::move(snap.value()));
 }

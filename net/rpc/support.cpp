@@ -15,7 +15,7 @@ reply success(std::string json) {
 }
 
 box_error not_trusted() {
-  return {ec::permission, "Box action context does not match the trusted instance"};
+  return untrusted_refusal(action_context{});
 }
 
 std::optional<element> lookup(const element& data, std::string_view key) {
