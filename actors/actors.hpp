@@ -3,7 +3,16 @@
 // worker pool -> backend.
 #pragma once
 
+#include <set>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
+#include <caf/result.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "messages/type_ids.hpp"
@@ -63,40 +72,100 @@ using skill_actor = caf::typed_actor<
   // Worker pool: the job with this token finished.
   caf::reacts_to<done_atom, uint64_t, skill_outcome>>;
 
-/// Tenant actions of one workspace (also the directory's routing surface).
-using tenant_actor = caf::typed_actor<
+/// One tenant action between actors: its atom, its request and its reply.
+template <class Atom, class Request, class Reply>
+struct tenant_route {
+  using atom = Atom;
+  using request = Request;
+  using reply = Reply;
+};
+
+template <class... Routes>
+struct route_list {};
+
+/// Every tenant action, once. tenant_actor's interface, the directory's forwarders
+/// (actors/directory.cpp) and the cluster router's routes (net/cluster/router.cpp) are
+/// derived from this list: a new tenant action is its model, an entry here and the
+/// supervisor's handler (plus, for the wire, its entry in net/rpc/dispatch.cpp's table).
+using tenant_routes = route_list<
   // box_exec.
-  caf::replies_to<exec_atom, exec_request>::with<exec_result>,
+  tenant_route<exec_atom, exec_request, exec_result>,
   // box_create_session.
-  caf::replies_to<create_atom, exec_request>::with<session_info>,
+  tenant_route<create_atom, exec_request, session_info>,
   // box_get_session.
-  caf::replies_to<caf::get_atom, session_request>::with<session_info>,
+  tenant_route<caf::get_atom, session_request, session_info>,
   // box_delete_session: replies with the session_id as sent.
-  caf::replies_to<caf::delete_atom, session_request>::with<std::string>,
+  tenant_route<caf::delete_atom, session_request, std::string>,
   // box_start_managed_process / box_get_managed_process: the process's info.
-  caf::replies_to<pstart_atom, process_request>::with<process_info>,
-  caf::replies_to<pget_atom, process_request>::with<process_info>,
+  tenant_route<pstart_atom, process_request, process_info>,
+  tenant_route<pget_atom, process_request, process_info>,
   // box_stop_managed_process: replies with the process_id.
-  caf::replies_to<pstop_atom, process_request>::with<std::string>,
+  tenant_route<pstop_atom, process_request, std::string>,
   // The stdio relay's handshake checks 4 to 9 (§1.4).
-  caf::replies_to<relay_atom, relay_request>::with<relay_verdict>,
+  tenant_route<relay_atom, relay_request, relay_verdict>,
   // The upgraded relay (the sender, an actor that lives as long as the socket) attaches
   // to the process; true once it holds the stdio (§1.4, one attacher at a time).
-  caf::replies_to<attach_atom, relay_request>::with<bool>,
+  tenant_route<attach_atom, relay_request, bool>,
   // Skill actions (§2.4); replies with the action's data JSON.
-  caf::replies_to<skill_atom, skill_request>::with<std::string>,
+  tenant_route<skill_atom, skill_request, std::string>,
   // box_get_sessions: this workspace at this exact generation.
-  caf::replies_to<list_atom, action_context>::with<std::vector<session_info>>,
+  tenant_route<list_atom, action_context, std::vector<session_info>>,
   // box_status for this placement (never admission-gated).
-  caf::replies_to<status_atom, action_context>::with<status_info>,
+  tenant_route<status_atom, action_context, status_info>,
   // box_get_storage_analysis.
-  caf::replies_to<storage_atom, action_context>::with<storage_report>,
+  tenant_route<storage_atom, action_context, storage_report>,
   // box_put_workspace_entitlement: replies after revoked sessions stopped.
-  caf::replies_to<entitle_atom, entitlement_snapshot>::with<entitlement_receipt>,
+  tenant_route<entitle_atom, entitlement_snapshot, entitlement_receipt>,
   // box_upsert_sandbox_admission_grant.
-  caf::replies_to<grant_atom, admission_grant>::with<grant_receipt>,
+  tenant_route<grant_atom, admission_grant, grant_receipt>,
   // box_revoke_sandbox_admission_grant: replies after the sessions stopped.
-  caf::replies_to<revoke_atom, admission_revocation>::with<revocation_receipt>>;
+  tenant_route<revoke_atom, admission_revocation, revocation_receipt>>;
+
+namespace detail {
+
+template <class List>
+struct tenant_interface;
+
+template <class... Routes>
+struct tenant_interface<route_list<Routes...>> {
+  using type = caf::typed_actor<typename caf::replies_to<typename Routes::atom, typename Routes::request>::template with<
+    typename Routes::reply>...>;
+};
+
+} // namespace detail
+
+/// Tenant actions of one workspace: every entry of tenant_routes.
+using tenant_actor = detail::tenant_interface<tenant_routes>::type;
+
+/// One handler per entry of tenant_routes, as a tuple: each calls
+/// `serve(std::type_identity<Reply>{}, atom, request&)`, which returns caf::result<Reply>.
+template <class Serve>
+auto tenant_handlers(Serve serve) {
+  return []<class... Routes>(Serve serve, route_list<Routes...>) {
+    return std::make_tuple(
+      [serve](typename Routes::atom atom, typename Routes::request& req) -> caf::result<typename Routes::reply> {
+        return serve(std::type_identity<typename Routes::reply>{}, atom, req);
+      }...);
+  }(std::move(serve), tenant_routes{});
+}
+
+/// A typed behaviour of tenant_handlers(serve) and the actor's other handlers.
+template <class Behavior, class Serve, class... Handlers>
+Behavior with_tenant_handlers(Serve serve, Handlers... others) {
+  return std::apply([&](auto&&... tenant) { return Behavior{std::move(tenant)..., std::move(others)...}; },
+                    tenant_handlers(std::move(serve)));
+}
+
+/// The runtime's public handle (app/runtime.hpp spawn_runtime, docs/embedding.md): what
+/// the network side, an embedding application and another cluster node may ask. On one
+/// node it is the directory, on a cluster node the router.
+using runtime_actor = tenant_actor::extend<
+  // Readiness and backend info.
+  caf::replies_to<health_atom>::with<health_info>,
+  // box_init: a new config (already merged, validated and path-resolved by the caller).
+  caf::replies_to<init_atom, box_config>::with<bool>,
+  // Stops every session of every workspace; replies with the count.
+  caf::replies_to<shutdown_atom>::with<int64_t>>;
 
 /// One workspace supervisor: the admission plane and owner of its sessions.
 using supervisor_actor = tenant_actor::extend<
@@ -116,12 +185,9 @@ using supervisor_actor = tenant_actor::extend<
   caf::replies_to<shutdown_atom>::with<int64_t>>;
 
 /// The directory: instance-level state (trusted instance, config, readiness, global
-/// session slots) and the one owner of the workspace -> supervisor map.
-using directory_actor = tenant_actor::extend<
-  // Readiness and backend info.
-  caf::replies_to<health_atom>::with<health_info>,
-  // box_init: a new config (already merged, validated and path-resolved by the caller).
-  caf::replies_to<init_atom, box_config>::with<bool>,
+/// session slots) and the one owner of the workspace -> supervisor map. Its handlers
+/// beyond runtime_actor are internal (its supervisors' and its own).
+using directory_actor = runtime_actor::extend<
   // A supervisor asks for a session slot of the global cap.
   caf::replies_to<slot_atom>::with<bool>,
   // A supervisor asks how many slots of the global cap are in use.
@@ -135,8 +201,41 @@ using directory_actor = tenant_actor::extend<
   // Worker pool: a readiness probe finished (backend report, workspace-mount error).
   caf::reacts_to<probed_atom, readiness_report, std::string>,
   // Worker pool: a job whose continuation waits here finished (pool_waits).
-  caf::reacts_to<done_atom, uint64_t>,
-  // Stops every session of every workspace; replies with the count.
-  caf::replies_to<shutdown_atom>::with<int64_t>>;
+  caf::reacts_to<done_atom, uint64_t>>;
+
+/// A cluster node's front door (net/cluster/router.cpp, docs/cluster.md "Routing"): the
+/// runtime's interface, each tenant action routed to its workspace's owner (this node's
+/// directory or another node's router), plus its own internal handlers.
+using router_actor = runtime_actor::extend<
+  // Self-sent every tick: fail-closed checks, takeover waits, re-resolution.
+  caf::reacts_to<tick_atom>,
+  // Worker pool: who owns a workspace (ns, owner, epoch, lease, preferred, error).
+  caf::reacts_to<resolved_atom, std::string, std::string, int64_t, int64_t, std::string, std::string>,
+  // Linker: a verified link to a member (node_id, address, its router).
+  caf::reacts_to<link_atom, std::string, std::string, caf::actor>,
+  // Linker: the members registered under a live lease now.
+  caf::reacts_to<members_atom, std::set<std::string>>,
+  // A peer dropped its link to the node named here: drop ours too, so the dialing side
+  // (the smaller node_id) dials again.
+  caf::reacts_to<link_atom, std::string>,
+  // Linker: a box_init another node stored in etcd (applied here, not stored again).
+  caf::reacts_to<init_atom, box_config, int64_t>,
+  // Worker pool: the box_init with this token was stored in etcd ("" or why not).
+  caf::reacts_to<init_atom, uint64_t, std::string>,
+  // Worker pool: a job whose continuation waits here finished (pool_waits).
+  caf::reacts_to<done_atom, uint64_t>>;
+
+/// What a cluster node publishes on cluster.listen. The dialer first asks for a
+/// challenge (its node id in, a fresh nonce out); its hello then names the dialing node,
+/// its address and its router, with its certificate and its signature over the challenge
+/// (net/cluster/identity.hpp). Only when the certificate is the named node's, of the
+/// cluster's CA, the signature its key's, and that node is registered at that address,
+/// does the gate link its own router to it and answer with its node id and router. One
+/// connection carries both directions: of two members, the one with the smaller node_id
+/// dials.
+using gate_actor = caf::typed_actor<
+  caf::replies_to<hello_atom, std::string>::with<std::string>,
+  caf::replies_to<hello_atom, std::string, std::string, caf::actor, std::string, std::string,
+                  std::string>::with<std::string, caf::actor>>;
 
 } // namespace boxrt

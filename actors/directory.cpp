@@ -14,6 +14,7 @@
 #include "actors/admission.hpp"
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
+#include "messages/tenancy.hpp"
 #include "messages/base/pytext.hpp"
 #include "actors/supervisor.hpp"
 #include "backends/readiness_keys.hpp"
@@ -169,19 +170,15 @@ void schedule_probe(self_ptr self) {
   self->delayed_send(self, every, probe_atom_v);
 }
 
-/// The directory keys supervisors by instance and workspace: with a pinned trusted
-/// instance that is just the workspace, without one tenants of two instances stay apart.
-std::string key_of(const std::string& instance, const std::string& workspace) {
-  std::string key;
-  key.reserve(instance.size() + 1 + workspace.size());
-  key.append(instance).push_back('\0');
-  key.append(workspace);
-  return key;
+/// The directory keys supervisors by instance and workspace (workspace_key): with a
+/// pinned trusted instance that is just the workspace, without one tenants of two
+/// instances stay apart.
+template <class Request>
+std::string key_of(const Request& req) {
+  auto scope = scope_of(req);
+  return workspace_key(scope.instance, scope.workspace);
 }
 
-box_error not_trusted() {
-  return box_error{ec::permission, "Box action context does not match the trusted instance"};
-}
 
 bool evict_one(self_ptr self);
 
@@ -205,9 +202,9 @@ supervisor_actor spawn_for(self_ptr self, const std::string& ws,
                            std::optional<result<std::optional<std::string>>> record = std::nullopt) {
   auto& st = self->state;
   supervisor_args a;
-  auto sep = ws.find('\0');
-  a.instance_uuid = ws.substr(0, sep);
-  a.workspace_uuid = ws.substr(sep + 1);
+  auto ids = split_workspace_key(ws);
+  a.instance_uuid = std::string{ids->first};
+  a.workspace_uuid = std::string{ids->second};
   a.directory_key = ws;
   a.directory = caf::actor_cast<directory_actor>(self);
   // One copy of the settings for every supervisor (see shared_settings).
@@ -350,19 +347,12 @@ caf::result<Reply> forward(self_ptr self, const std::string& ws, Atom atom, Requ
   return rp;
 }
 
-/// The Workspace context of a tenant request.
-const action_context& ctx_of(const exec_request& r) { return r.ctx; }
-const action_context& ctx_of(const process_request& r) { return r.ctx; }
-const action_context& ctx_of(const skill_request& r) { return r.ctx; }
-const action_context& ctx_of(const session_request& r) { return r.ctx; }
-const action_context& ctx_of(const action_context& c) { return c; }
-
 /// The supervisor a relay asks (the trusted instance, an existing workspace), or null.
 supervisor_actor relay_supervisor(self_ptr self, const relay_request& req) {
   // The relay's handshake read the cluster's pin already: what is held here tells.
   if (self->state.args.trusted->check(req.instance_uuid) != trusted_instance::verdict::admit)
     return {};
-  auto i = self->state.supervisors.find(key_of(req.instance_uuid, req.workspace_uuid));
+  auto i = self->state.supervisors.find(key_of(req));
   return i == self->state.supervisors.end() ? supervisor_actor{} : i->second;
 }
 
@@ -399,13 +389,31 @@ caf::result<Reply> forward_trusted(self_ptr self, const std::string& instance, b
   return rp;
 }
 
-/// Every tenant request: of the trusted instance, then to its workspace's supervisor.
+/// Every tenant request (actors.hpp: tenant_routes): of the trusted instance, then to its
+/// workspace's supervisor.
 template <class Reply, class Atom, class Request>
-caf::result<Reply> forward_tenant(self_ptr self, Atom atom, Request& req) {
-  const auto& ctx = ctx_of(req);
-  auto instance = ctx.instance_uuid;
-  auto ws = key_of(ctx.instance_uuid, ctx.workspace_uuid);
-  return forward_trusted<Reply>(self, instance, not_trusted(), ws, atom, std::move(req));
+caf::result<Reply> serve_tenant(self_ptr self, std::type_identity<Reply>, Atom atom, Request& req) {
+  auto instance = std::string{scope_of(req).instance};
+  auto ws = key_of(req);
+  auto refusal = untrusted_refusal(req);
+  return forward_trusted<Reply>(self, instance, std::move(refusal), ws, atom, std::move(req));
+}
+
+/// The stdio relay's checks: an unknown workspace has no fence to hold, so it is stale
+/// (401) and nothing is created.
+caf::result<relay_verdict> serve_tenant(self_ptr self, std::type_identity<relay_verdict>, relay_atom,
+                                        relay_request& req) {
+  auto sup = relay_supervisor(self, req);
+  if (!sup)
+    return relay_verdict{401, {}};
+  return self->delegate(sup, relay_atom_v, std::move(req));
+}
+
+caf::result<bool> serve_tenant(self_ptr self, std::type_identity<bool>, attach_atom, relay_request& req) {
+  auto sup = relay_supervisor(self, req);
+  if (!sup)
+    return to_caf_error({ec::permission, stale_generation_text});
+  return self->delegate(sup, attach_atom_v, std::move(req));
 }
 
 } // namespace
@@ -475,75 +483,8 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
   });
   submit_probe(self);
-  return {
-    [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
-      return forward_tenant<exec_result>(self, atom, req);
-    },
-    [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
-      return forward_tenant<session_info>(self, atom, req);
-    },
-    [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
-      return forward_tenant<process_info>(self, atom, req);
-    },
-    [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
-      return forward_tenant<process_info>(self, atom, req);
-    },
-    [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
-      return forward_tenant<std::string>(self, atom, req);
-    },
-    [self](relay_atom, relay_request& req) -> caf::result<relay_verdict> {
-      // An unknown workspace has no fence to hold: stale (401), and nothing is created.
-      auto sup = relay_supervisor(self, req);
-      if (!sup)
-        return relay_verdict{401, {}};
-      return self->delegate(sup, relay_atom_v, std::move(req));
-    },
-    [self](attach_atom, relay_request& req) -> caf::result<bool> {
-      auto sup = relay_supervisor(self, req);
-      if (!sup)
-        return to_caf_error({ec::permission, stale_generation_text});
-      return self->delegate(sup, attach_atom_v, std::move(req));
-    },
-    [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
-      return forward_tenant<std::string>(self, atom, req);
-    },
-    [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
-      return forward_tenant<session_info>(self, atom, req);
-    },
-    [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
-      return forward_tenant<std::string>(self, atom, req);
-    },
-    [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
-      return forward_tenant<std::vector<session_info>>(self, atom, ctx);
-    },
-    [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
-      return forward_tenant<status_info>(self, atom, ctx);
-    },
-    [self](storage_atom atom, action_context& ctx) -> caf::result<storage_report> {
-      return forward_tenant<storage_report>(self, atom, ctx);
-    },
-    [self](entitle_atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
-      auto ws = key_of(snap.instance_uuid, snap.workspace_uuid);
-      auto instance = snap.instance_uuid;
-      return forward_trusted<entitlement_receipt>(
-        self, instance,
-        {ec::entitlement_unavailable, "Entitlement scope does not match the Workspace execution context"}, ws,
-        entitle_atom_v, std::move(snap));
-    },
-    [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
-      auto ws = key_of(grant.instance_uuid, grant.workspace_uuid);
-      auto instance = grant.instance_uuid;
-      return forward_trusted<grant_receipt>(
-        self, instance, {ec::permission, "Sandbox admission grant does not match the trusted instance"}, ws,
-        grant_atom_v, std::move(grant));
-    },
-    [self](revoke_atom, admission_revocation& rev) -> caf::result<revocation_receipt> {
-      auto ws = key_of(rev.instance_uuid, rev.workspace_uuid);
-      auto instance = rev.instance_uuid;
-      return forward_trusted<revocation_receipt>(
-        self, instance, {ec::permission, "Sandbox admission revocation does not match the trusted instance"}, ws,
-        revoke_atom_v, std::move(rev));
-    },
+  return with_tenant_handlers<directory_actor::behavior_type>(
+    [self](auto reply, auto atom, auto& req) { return serve_tenant(self, reply, atom, req); },
     [self](health_atom) -> caf::result<health_info> {
       // Before the first probe nothing is known: answer once it is.
       if (!self->state.settings.probed) {
@@ -693,8 +634,8 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
                 rp.deliver(*total);
             });
       return rp;
-    },
-  };
+    }
+  );
 }
 
 } // namespace

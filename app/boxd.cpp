@@ -40,7 +40,7 @@ std::string getenv_or_empty(const char* name) {
 /// Applies admission.entitlements_file (the current config's, box_init may change it):
 /// every snapshot through the directory, as a pushed one, each answered (a revoking one
 /// after its sessions stopped) before this returns. A bad file changes nothing.
-void load_entitlements(caf::actor_system& sys, const directory_actor& directory) {
+void load_entitlements(caf::actor_system& sys, const runtime_actor& directory) {
   caf::scoped_actor self{sys};
   std::string path;
   self->request(directory, std::chrono::seconds{30}, health_atom_v)

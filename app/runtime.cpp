@@ -333,7 +333,7 @@ void configure(caf::actor_system_config& cfg, const runtime_config& rc) {
   cfg.openssl_cafile = rc.cluster.tls.ca_file;
 }
 
-caf::expected<directory_actor> spawn_runtime(caf::actor_system& sys, const runtime_config& rc) {
+caf::expected<runtime_actor> spawn_runtime(caf::actor_system& sys, const runtime_config& rc) {
   if (rc.box.local.host_root.empty())
     return to_caf_error(invalid("box.local.host_root must be set"));
   start_failure failure;

@@ -1,6 +1,6 @@
 // boxrt as a library (docs/embedding.md): the sandbox runtime started inside a host
 // application's own caf::actor_system and spoken to with typed messages
-// (actors/actors.hpp: directory_actor), no WebSocket in between. boxd is this plus a
+// (actors/actors.hpp: runtime_actor), no WebSocket in between. boxd is this plus a
 // WebSocket server. Public header: CAF and boxrt's message models only.
 #pragma once
 
@@ -66,6 +66,6 @@ void configure(caf::actor_system_config& cfg, const runtime_config& rc);
 /// `request(runtime, timeout, shutdown_atom_v)` (every session stopped, every sandbox
 /// torn down, then the reply), then `anon_send_exit(runtime, user_shutdown)`; the
 /// runtime's threads and descriptors go with its last actor.
-caf::expected<directory_actor> spawn_runtime(caf::actor_system& sys, const runtime_config& rc);
+caf::expected<runtime_actor> spawn_runtime(caf::actor_system& sys, const runtime_config& rc);
 
 } // namespace boxrt

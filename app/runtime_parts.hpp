@@ -22,7 +22,7 @@ struct runtime_parts {
   };
 
   /// The runtime's handle: the directory, or a cluster node's router.
-  directory_actor directory;
+  runtime_actor directory;
   std::shared_ptr<worker_pool> pool;
   std::shared_ptr<process_registry> processes;
   std::shared_ptr<settings_snapshot> snapshot;

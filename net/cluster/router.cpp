@@ -29,35 +29,6 @@ namespace boxrt::net::cluster {
 
 namespace {
 
-using router_actor = directory_actor::extend<
-  // Self-sent every tick_period: fail-closed checks, takeover waits, re-resolution.
-  caf::reacts_to<tick_atom>,
-  // Worker pool: who owns a workspace (ns, owner, epoch, lease, preferred, error).
-  caf::reacts_to<resolved_atom, std::string, std::string, int64_t, int64_t, std::string, std::string>,
-  // Linker: a verified link to a member (node_id, address, its router).
-  caf::reacts_to<link_atom, std::string, std::string, caf::actor>,
-  // Linker: the members registered under a live lease now.
-  caf::reacts_to<members_atom, std::set<std::string>>,
-  // A peer dropped its link to the node named here: drop ours too, so the dialing side
-  // (the smaller node_id) dials again.
-  caf::reacts_to<link_atom, std::string>,
-  // Linker: a box_init another node stored in etcd (applied here, not stored again).
-  caf::reacts_to<init_atom, box_config, int64_t>,
-  // Worker pool: the box_init with this token was stored in etcd ("" or why not).
-  caf::reacts_to<init_atom, uint64_t, std::string>>;
-
-/// What a node publishes on cluster.listen. The dialer first asks for a challenge (its
-/// node id in, a fresh nonce out); its hello then names the dialing node, its address and
-/// its router, with its certificate and its signature over the challenge
-/// (net/cluster/identity.hpp). Only when the certificate is the named node's, of the
-/// cluster's CA, the signature its key's, and that node is registered at that address,
-/// does the gate link its own router to it and answer with its node id and router. One
-/// connection carries both directions: of two members, the one with the smaller node_id
-/// dials.
-using gate_actor = caf::typed_actor<
-  caf::replies_to<hello_atom, std::string>::with<std::string>,
-  caf::replies_to<hello_atom, std::string, std::string, caf::actor, std::string, std::string,
-                  std::string>::with<std::string, caf::actor>>;
 /// The gate with its own worker-pool replies (the verdict on a hello: "" admits).
 using gate_impl = gate_actor::extend<caf::reacts_to<link_atom, uint64_t, std::string>>;
 
@@ -87,14 +58,14 @@ struct pending {
   /// Sent by another node's router: served here or refused, never forwarded again.
   bool from_remote = false;
   /// Sends it to `target`: this node's directory (`remote` false) or a peer's router.
-  std::function<void(self_ptr, const directory_actor& target, const std::string& peer, std::shared_ptr<pending> me)> go;
+  std::function<void(self_ptr, const runtime_actor& target, const std::string& peer, std::shared_ptr<pending> me)> go;
   std::function<void(const box_error&)> fail;
 };
 using pending_ptr = std::shared_ptr<pending>;
 
 struct peer {
   std::string address;
-  directory_actor router;
+  runtime_actor router;
 };
 
 struct flight {
@@ -105,9 +76,9 @@ struct flight {
 struct router_state {
   static inline const char* name = "boxrt.cluster.router";
   router_args args;
-  directory_actor local;
+  runtime_actor local;
   /// `local`, for the exit functor (the directory never outlives the router).
-  std::shared_ptr<directory_actor> local_ref = std::make_shared<directory_actor>();
+  std::shared_ptr<runtime_actor> local_ref = std::make_shared<runtime_actor>();
   /// The lease `local` serves under; a new lease means a fresh directory.
   int64_t lease_seen = 0;
   /// `local` has served a workspace (so a reset must stop it).
@@ -292,7 +263,7 @@ void drop_peer(self_ptr self, const std::string& id, const std::string& why, boo
 /// Sends a routed request to a peer's router and answers `rp` with its reply; "not the
 /// owner" resolves the workspace again.
 template <class Reply, class Atom, class Request>
-void forward_to(self_ptr self, caf::typed_response_promise<Reply> rp, const directory_actor& target,
+void forward_to(self_ptr self, caf::typed_response_promise<Reply> rp, const runtime_actor& target,
                 const std::string& peer_id, const std::string& ns, pending_ptr me, Atom atom,
                 const Request& req) {
   auto& st = self->state;
@@ -366,7 +337,7 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
   p->fail = [rp](const box_error& e) mutable { rp.deliver(to_caf_error(e)); };
   // Shared by every try: an upload read for one owner is not read again for the next.
   auto held = std::make_shared<Request>(std::move(req));
-  p->go = [rp, atom, held, ns, delegated](self_ptr self, const directory_actor& target, const std::string& peer_id,
+  p->go = [rp, atom, held, ns, delegated](self_ptr self, const runtime_actor& target, const std::string& peer_id,
                                           pending_ptr me) mutable {
     move_upload(self, held, peer_id.empty(), me->from_remote,
                 [self, rp, atom, held, ns, delegated, target, peer_id, me](box_error err) mutable {
@@ -385,7 +356,6 @@ caf::result<Reply> route(self_ptr self, const std::string& ns, Atom atom, Reques
   return rp;
 }
 
-std::string ns_of(const action_context& c) { return box_namespace(c.instance_uuid, c.workspace_uuid); }
 
 /// Fails whatever waited past its deadline; resolves again what still waits.
 void on_tick(self_ptr self) {
@@ -464,6 +434,15 @@ void on_resolved(self_ptr self, const std::string& ns, const std::string& owner,
   }
 }
 
+/// Every tenant request (actors.hpp: tenant_routes) goes to its workspace's owner; a
+/// relay's requests are delegated, so the relay's holder hears from the owner itself.
+template <class Reply, class Atom, class Request>
+caf::result<Reply> route_tenant(self_ptr self, std::type_identity<Reply>, Atom atom, Request& req) {
+  auto scope = scope_of(req);
+  auto ns = box_namespace(scope.instance, scope.workspace);
+  return route<Reply>(self, ns, atom, std::move(req), std::is_same_v<Request, relay_request>);
+}
+
 router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
   auto& st = self->state;
   st.args = std::move(args);
@@ -483,71 +462,8 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
     caf::anon_send_exit(*local, caf::exit_reason::user_shutdown);
   });
   self->send(self, tick_atom_v);
-  return {
-    [self](exec_atom atom, exec_request& req) -> caf::result<exec_result> {
-      auto ns = ns_of(req.ctx);
-      return route<exec_result>(self, ns, atom, std::move(req));
-    },
-    [self](create_atom atom, exec_request& req) -> caf::result<session_info> {
-      auto ns = ns_of(req.ctx);
-      return route<session_info>(self, ns, atom, std::move(req));
-    },
-    [self](caf::get_atom atom, session_request& req) -> caf::result<session_info> {
-      auto ns = ns_of(req.ctx);
-      return route<session_info>(self, ns, atom, std::move(req));
-    },
-    [self](caf::delete_atom atom, session_request& req) -> caf::result<std::string> {
-      auto ns = ns_of(req.ctx);
-      return route<std::string>(self, ns, atom, std::move(req));
-    },
-    [self](pstart_atom atom, process_request& req) -> caf::result<process_info> {
-      auto ns = ns_of(req.ctx);
-      return route<process_info>(self, ns, atom, std::move(req));
-    },
-    [self](pget_atom atom, process_request& req) -> caf::result<process_info> {
-      auto ns = ns_of(req.ctx);
-      return route<process_info>(self, ns, atom, std::move(req));
-    },
-    [self](pstop_atom atom, process_request& req) -> caf::result<std::string> {
-      auto ns = ns_of(req.ctx);
-      return route<std::string>(self, ns, atom, std::move(req));
-    },
-    [self](relay_atom atom, relay_request& req) -> caf::result<relay_verdict> {
-      auto ns = box_namespace(req.instance_uuid, req.workspace_uuid);
-      return route<relay_verdict>(self, ns, atom, std::move(req), true);
-    },
-    [self](attach_atom atom, relay_request& req) -> caf::result<bool> {
-      auto ns = box_namespace(req.instance_uuid, req.workspace_uuid);
-      return route<bool>(self, ns, atom, std::move(req), true);
-    },
-    [self](skill_atom atom, skill_request& req) -> caf::result<std::string> {
-      auto ns = ns_of(req.ctx);
-      return route<std::string>(self, ns, atom, std::move(req));
-    },
-    [self](list_atom atom, action_context& ctx) -> caf::result<std::vector<session_info>> {
-      auto ns = ns_of(ctx);
-      return route<std::vector<session_info>>(self, ns, atom, std::move(ctx));
-    },
-    [self](status_atom atom, action_context& ctx) -> caf::result<status_info> {
-      auto ns = ns_of(ctx);
-      return route<status_info>(self, ns, atom, std::move(ctx));
-    },
-    [self](storage_atom atom, action_context& ctx) -> caf::result<storage_report> {
-      auto ns = ns_of(ctx);
-      return route<storage_report>(self, ns, atom, std::move(ctx));
-    },
-    [self](entitle_atom atom, entitlement_snapshot& snap) -> caf::result<entitlement_receipt> {
-      auto ns = box_namespace(snap.instance_uuid, snap.workspace_uuid);
-      return route<entitlement_receipt>(self, ns, atom, std::move(snap));
-    },
-    [self](grant_atom atom, admission_grant& g) -> caf::result<grant_receipt> {
-      auto ns = box_namespace(g.instance_uuid, g.workspace_uuid);
-      return route<grant_receipt>(self, ns, atom, std::move(g));
-    },
-    [self](revoke_atom atom, admission_revocation& r) -> caf::result<revocation_receipt> {
-      auto ns = box_namespace(r.instance_uuid, r.workspace_uuid);
-      return route<revocation_receipt>(self, ns, atom, std::move(r));
-    },
+  return with_tenant_handlers<router_actor::behavior_type>(
+    [self](auto reply, auto atom, auto& req) { return route_tenant(self, reply, atom, req); },
     [self](health_atom atom) -> caf::result<health_info> { return self->delegate(self->state.local, atom); },
     [self](init_atom atom, box_config& cfg) -> caf::result<bool> {
       // Stored in etcd first (every node applies it), then applied here.
@@ -593,14 +509,6 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
       self->state.last_init = cfg;
       caf::anon_send(self->state.local, atom, std::move(cfg));
     },
-    [self](slot_atom atom) -> caf::result<bool> { return self->delegate(self->state.local, atom); },
-    [self](slot_atom atom, caf::get_atom g) -> caf::result<int64_t> {
-      return self->delegate(self->state.local, atom, g);
-    },
-    [self](release_atom atom) { self->send(self->state.local, atom); },
-    [self](idle_atom atom, std::string& ws, bool idle) { self->send(self->state.local, atom, std::move(ws), idle); },
-    [self](probe_atom atom) { self->send(self->state.local, atom); },
-    [self](probed_atom, readiness_report&, std::string&) {},
     [self](shutdown_atom atom) -> caf::result<int64_t> { return self->delegate(self->state.local, atom); },
     [self](done_atom, uint64_t token) { self->state.jobs.finish(token); },
     [self](tick_atom) {
@@ -611,7 +519,7 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
            std::string& error) { on_resolved(self, ns, owner, epoch, lease, preferred, error); },
     [self](link_atom, std::string& id, std::string& address, caf::actor& handle) {
       auto& st = self->state;
-      auto router = caf::actor_cast<directory_actor>(handle);
+      auto router = caf::actor_cast<runtime_actor>(handle);
       if (auto i = st.peers.find(id); i != st.peers.end()) {
         if (i->second.router == router)
           return;
@@ -630,8 +538,8 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
           gone.push_back(id);
       for (auto& id : gone)
         drop_peer(self, id, "its lease ended");
-    },
-  };
+    }
+  );
 }
 
 struct gate_state {
@@ -934,8 +842,8 @@ runtime::~runtime() {
   caf::anon_send_exit(impl_->router, caf::exit_reason::user_shutdown);
 }
 
-directory_actor runtime::router() const {
-  return caf::actor_cast<directory_actor>(impl_->router);
+runtime_actor runtime::router() const {
+  return caf::actor_cast<runtime_actor>(impl_->router);
 }
 
 } // namespace boxrt::net::cluster

@@ -28,7 +28,7 @@ struct router_args {
   std::shared_ptr<node> self_node;
   /// Spawns a fresh directory of this node: at start, and again after the node lost its
   /// lease (the old one's sessions are stopped first, and its admission memory goes).
-  std::function<directory_actor()> spawn_local;
+  std::function<runtime_actor()> spawn_local;
   std::shared_ptr<worker_pool> pool;
   /// Where links are accepted (cluster.listen).
   std::string listen_host;
@@ -53,7 +53,7 @@ class runtime {
   ~runtime();
 
   /// The directory the network side uses.
-  directory_actor router() const;
+  runtime_actor router() const;
 
  private:
   runtime() = default;

@@ -65,7 +65,7 @@ class heartbeat {
 };
 
 struct connection_args {
-  directory_actor directory;
+  runtime_actor directory;
   std::shared_ptr<worker_pool> pool;
   std::shared_ptr<shared_state> shared;
   /// The socket; it drops what arrives after the socket (or the server) is gone.

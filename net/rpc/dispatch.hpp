@@ -47,7 +47,7 @@ struct transfer_state;
 /// Per-connection state the dispatcher may use (file transfers live here).
 struct connection_env {
   caf::event_based_actor* self = nullptr;
-  directory_actor directory;
+  runtime_actor directory;
   std::shared_ptr<worker_pool> pool;
   std::shared_ptr<shared_state> shared;
   /// This connection's private transfer directory (created on first use).

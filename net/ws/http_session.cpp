@@ -376,7 +376,7 @@ class http_session final : public session_base {
                                                         "Box runtime request timed out")});
     });
     auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
-                    std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r) {
+                    std::shared_ptr<io_gate> gate, runtime_actor dir, relay_request r) {
       auto deliver = [weak, gate](relay_verdict v) {
         gate->post(weak, [v = std::move(v)](http_session& s) mutable { s.on_verdict(std::move(v)); });
       };
@@ -485,7 +485,7 @@ class http_session final : public session_base {
     // The arguments travel as spawn arguments: CAF 0.17 dereferences an empty argument
     // tuple for a spawn without any (harmless, but UBSan reports it).
     auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
-                    std::shared_ptr<io_gate> gate, directory_actor dir) {
+                    std::shared_ptr<io_gate> gate, runtime_actor dir) {
       auto deliver = [weak, gate](std::optional<health_info> info) {
         gate->post(weak, [info = std::move(info)](http_session& s) mutable {
           s.on_health(std::move(info));

@@ -114,7 +114,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
     key_ = stdio_key();
     auto timeout = std::chrono::milliseconds{target_.attach_wait_ms} + relay_verdict_timeout;
     auto holder = [](caf::event_based_actor* self, std::weak_ptr<relay_session> weak,
-                     std::shared_ptr<io_gate> gate, directory_actor dir, relay_request r,
+                     std::shared_ptr<io_gate> gate, runtime_actor dir, relay_request r,
                      caf::duration timeout, bool remote, uint64_t key) -> caf::behavior {
       struct far_end {
         caf::actor pump;

@@ -201,7 +201,7 @@ struct server::impl : server_core {
   using server_core::server_core;
 };
 
-server::server(caf::actor_system& sys, directory_actor directory,
+server::server(caf::actor_system& sys, runtime_actor directory,
                std::shared_ptr<worker_pool> pool, server_options opts,
                std::shared_ptr<process_registry> processes,
                std::shared_ptr<const settings_snapshot> settings,

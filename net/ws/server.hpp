@@ -62,7 +62,7 @@ class server {
   /// one of its own, pre-set from opts.trusted_instance).
   /// `settings`: the directory's published snapshot, which connections read instead of
   /// asking the directory for its settings (null: they ask).
-  server(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
+  server(caf::actor_system& sys, runtime_actor directory, std::shared_ptr<worker_pool> pool,
          server_options opts, std::shared_ptr<process_registry> processes = nullptr,
          std::shared_ptr<const settings_snapshot> settings = nullptr,
          std::shared_ptr<trusted_instance> trusted = nullptr);

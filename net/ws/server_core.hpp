@@ -140,7 +140,7 @@ class session_base : public std::enable_shared_from_this<session_base> {
 
 /// Everything the sessions share: server::impl is private to the class, this is not.
 struct server_core {
-  server_core(caf::actor_system& sys, directory_actor directory, std::shared_ptr<worker_pool> pool,
+  server_core(caf::actor_system& sys, runtime_actor directory, std::shared_ptr<worker_pool> pool,
               server_options opts, std::shared_ptr<process_registry> processes,
               std::shared_ptr<trusted_instance> trusted)
     : sys(sys), directory(std::move(directory)), pool(std::move(pool)), opts(std::move(opts)),
@@ -207,7 +207,7 @@ struct server_core {
   void accept_warning(fmt::format_string<Args...> text, Args&&... args);
 
   caf::actor_system& sys;
-  directory_actor directory;
+  runtime_actor directory;
   std::shared_ptr<worker_pool> pool;
   server_options opts;
   std::shared_ptr<process_registry> processes;
