@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 import pytest
+import websockets
 
 from langbot_plugin.box.errors import BoxAdmissionError, BoxError
 from langbot_plugin.box.models import BoxSpec, SandboxAdmissionGrant, SandboxAdmissionRevocation
@@ -314,11 +315,19 @@ async def test_box_init_reaches_every_node(admission_cluster):
 async def test_one_trusted_instance_for_the_cluster_and_boxctl(admission_cluster):
     c = admission_cluster
     nodes = list(c.nodes.values())
-    # The first pin (instance-a, by the earlier tests) holds on every node.
+    # The first pin holds on every node: INSTANCE pins it here unless an earlier test
+    # did, and every node then refuses another instance's handshake with 401.
+    async with BoxConnection(nodes[0].url, TOKEN, INSTANCE):
+        pass
     for n in nodes:
-        with pytest.raises(Exception):
+        with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
             async with BoxConnection(n.url, TOKEN, "instance-b"):
                 pass
+        assert refused.value.response.status_code == 401
+    # The pinned instance is still admitted on every node.
+    for n in nodes:
+        async with BoxConnection(n.url, TOKEN, INSTANCE):
+            pass
     boxctl = os.path.join(os.path.dirname(os.environ["BOXD"]), "boxctl")
     url = nodes[0].url[: -len("/rpc/ws")]
     out = subprocess.run([boxctl, "--url", url, "--token", TOKEN, "cluster"], capture_output=True, text=True, timeout=30)
@@ -675,9 +684,14 @@ async def test_etcd_over_tls_with_client_certificates():
             r = await a.client.execute(BoxSpec(session_id="global", cmd="echo tls"), action_context=ctx("ws-tls"))
             assert r.stdout == "tls"
         stranger = c.add("n3", ca="otherca")
-        time.sleep(c.lease_ms / 1000)
+        # Its first try at etcd has failed once its reason names the failure (before any
+        # try it reads as the default text): from then on it must not serve.
+        default_reason = "its etcd lease could not be renewed in time"
+        wait_for("the stranger's first etcd call failed",
+                 lambda: stranger.status().get("reason", default_reason) != default_reason, 30)
         status = stranger.status()
-        assert status["serving"] is False and status["etcd"] == "down"
+        assert status["serving"] is False and status["etcd"] == "down", status
+        assert status["reason"], status
     finally:
         c.stop()
 
