@@ -225,6 +225,36 @@ using router_actor = runtime_actor::extend<
   // Worker pool: a job whose continuation waits here finished (pool_waits).
   caf::reacts_to<done_atom, uint64_t>>;
 
+/// The process's end of a stdio relay whose WebSocket is on another cluster node
+/// (actors/stdio_pump.hpp has the protocol).
+using stdio_pump_actor = caf::typed_actor<
+  // From the relay: that many more stdout bytes may be sent.
+  caf::reacts_to<credit_atom, uint64_t>,
+  // From the relay: a line for stdin, written in order.
+  caf::reacts_to<stdin_atom, std::string>,
+  // Its own reader and stdin writer (anonymous, with the pump's key): a chunk of
+  // stdout, the end (a stdio_end value), a stdin line of that many bytes written.
+  caf::reacts_to<stdout_atom, uint64_t, std::string>,
+  caf::reacts_to<stdend_atom, uint64_t, int32_t>,
+  caf::reacts_to<written_atom, uint64_t, uint64_t, bool>>;
+
+/// A stdio relay's holder actor (net/ws/relay_socket.cpp): it lives as long as the
+/// relay's socket, attaches to the process, and on a cluster speaks with the pump.
+using stdio_relay_actor = caf::typed_actor<
+  // Nothing: the holder waits for the exit its socket sends.
+  caf::reacts_to<stop_atom>,
+  // Self-sent: the pump did not come in time.
+  caf::reacts_to<expire_atom>,
+  // From the pump: first, so the relay knows it; then stdout chunks, stdin lines
+  // written (false: stdin is closed) and the end (a stdio_end value).
+  caf::reacts_to<pump_atom>,
+  caf::reacts_to<stdout_atom, std::string>,
+  caf::reacts_to<written_atom, uint64_t, bool>,
+  caf::reacts_to<stdend_atom, int32_t>,
+  // From its socket (anonymous, with the relay's key): passed on to the pump.
+  caf::reacts_to<credit_atom, uint64_t, uint64_t>,
+  caf::reacts_to<stdin_atom, uint64_t, std::string>>;
+
 /// What a cluster node publishes on cluster.listen. The dialer first asks for a
 /// challenge (its node id in, a fresh nonce out); its hello then names the dialing node,
 /// its address and its router, with its certificate and its signature over the challenge

@@ -47,7 +47,7 @@ struct process_record {
   /// The holder is a relay of another cluster node: the pump that carries the stdio to
   /// it (actors/stdio_pump.hpp); null otherwise. The session monitors it: the next relay
   /// is granted the process only once the last pump (and so its reading) has ended.
-  caf::actor pump;
+  stdio_pump_actor pump;
   caf::actor_addr draining;
   /// Relays waiting for the holder to let go, first come first served.
   std::deque<attach_waiter> waiting;

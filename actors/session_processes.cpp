@@ -94,7 +94,7 @@ void hold(self_ptr self, process_record& r, const caf::actor_addr& relay, bool p
   r.holder = relay;
   if (!pump)
     return;
-  if (auto handle = caf::actor_cast<caf::actor>(relay)) {
+  if (auto handle = caf::actor_cast<stdio_relay_actor>(relay)) {
     r.pump = spawn_stdio_pump(self->system(), std::move(handle), r.entry, self->state.args.pool);
     self->monitor(r.pump);
   }

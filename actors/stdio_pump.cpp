@@ -51,7 +51,7 @@ struct reader_link {
 /// Runs on a pool thread until stdout ends or the pump stops it: sends each chunk, and
 /// then the end, to the pump (one sender, so in order). Its messages are anonymous and
 /// carry the pump's `key`, which no other actor (of any node) knows.
-void read_stdout(const std::shared_ptr<reader_link>& link, const caf::actor& pump, uint64_t key) {
+void read_stdout(const std::shared_ptr<reader_link>& link, const stdio_pump_actor& pump, uint64_t key) {
   std::string buf;
   for (;;) {
     uint64_t credit;
@@ -92,7 +92,9 @@ void read_stdout(const std::shared_ptr<reader_link>& link, const caf::actor& pum
 
 struct pump_state {
   static inline const char* name = "boxrt.stdio_pump";
-  caf::actor relay;
+  /// Not an aggregate: CAF would otherwise build the state from the actor's pointer.
+  pump_state() = default;
+  stdio_relay_actor relay;
   std::shared_ptr<process_registry::entry> entry;
   std::shared_ptr<worker_pool> pool;
   std::shared_ptr<reader_link> link;
@@ -103,7 +105,7 @@ struct pump_state {
   bool ended = false;
 };
 
-using pump_ptr = caf::stateful_actor<pump_state>*;
+using pump_ptr = stdio_pump_actor::stateful_pointer<pump_state>;
 
 /// Sends the end to the relay once and quits.
 void end(pump_ptr self, stdio_end why) {
@@ -131,14 +133,14 @@ void write_next(pump_ptr self) {
   st.lines.pop_front();
   uint64_t n = line.size();
   pool_job(
-    *st.pool, caf::actor{self},
+    *st.pool, caf::actor_cast<stdio_pump_actor>(self),
     [process = st.entry->process, line = std::move(line)] { return process->write_stdin(line); },
     written_atom_v, st.key, n);
 }
 
-caf::behavior pump_behavior(pump_ptr self, caf::actor relay,
-                            std::shared_ptr<process_registry::entry> entry,
-                            std::shared_ptr<worker_pool> pool) {
+stdio_pump_actor::behavior_type pump_behavior(pump_ptr self, stdio_relay_actor relay,
+                                              std::shared_ptr<process_registry::entry> entry,
+                                              std::shared_ptr<worker_pool> pool) {
   auto& st = self->state;
   st.relay = std::move(relay);
   st.entry = std::move(entry);
@@ -157,7 +159,7 @@ caf::behavior pump_behavior(pump_ptr self, caf::actor relay,
   link->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (link->out < 0 || link->wake < 0) {
     end(self, stdio_end::unavailable);
-    return {};
+    return stdio_pump_actor::behavior_type::make_empty_behavior();
   }
   st.link = link;
   self->attach_functor([link] {
@@ -167,7 +169,7 @@ caf::behavior pump_behavior(pump_ptr self, caf::actor relay,
     }
     link->signal();
   });
-  st.pool->submit([link, me = caf::actor{self}, key = st.key] { read_stdout(link, me, key); });
+  st.pool->submit([link, me = caf::actor_cast<stdio_pump_actor>(self), key = st.key] { read_stdout(link, me, key); });
   auto from_relay = [self] { return self->current_sender() == self->state.relay.address(); };
   return {
     [self, from_relay](credit_atom, uint64_t n) {
@@ -220,7 +222,7 @@ uint64_t stdio_key() {
   return rd() | (uint64_t{rd()} << 32);
 }
 
-caf::actor spawn_stdio_pump(caf::actor_system& sys, caf::actor relay,
+stdio_pump_actor spawn_stdio_pump(caf::actor_system& sys, stdio_relay_actor relay,
                             std::shared_ptr<process_registry::entry> entry,
                             std::shared_ptr<worker_pool> pool) {
   return sys.spawn(pump_behavior, std::move(relay), std::move(entry), std::move(pool));

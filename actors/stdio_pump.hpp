@@ -23,6 +23,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/actors.hpp"
 #include "actors/process_registry.hpp"
 #include "messages/base/worker_pool.hpp"
 
@@ -41,7 +42,7 @@ uint64_t stdio_key();
 
 /// Spawns the pump for `relay` (an actor of another node) over `entry`'s process;
 /// stdin lines are written on `pool`, one at a time.
-caf::actor spawn_stdio_pump(caf::actor_system& sys, caf::actor relay,
+stdio_pump_actor spawn_stdio_pump(caf::actor_system& sys, stdio_relay_actor relay,
                             std::shared_ptr<process_registry::entry> entry,
                             std::shared_ptr<worker_pool> pool);
 

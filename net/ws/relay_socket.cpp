@@ -113,11 +113,11 @@ class relay_session final : public session_base, private ws_outbox<relay_session
     target_.pump = remote_;
     key_ = stdio_key();
     auto timeout = std::chrono::milliseconds{target_.attach_wait_ms} + relay_verdict_timeout;
-    auto holder = [](caf::event_based_actor* self, std::weak_ptr<relay_session> weak,
+    auto holder = [](stdio_relay_actor::pointer self, std::weak_ptr<relay_session> weak,
                      std::shared_ptr<io_gate> gate, runtime_actor dir, relay_request r,
-                     caf::duration timeout, bool remote, uint64_t key) -> caf::behavior {
+                     caf::duration timeout, bool remote, uint64_t key) -> stdio_relay_actor::behavior_type {
       struct far_end {
-        caf::actor pump;
+        stdio_pump_actor pump;
         caf::node_id granted_by; // the node of the session that granted the process
         bool granted = false;
         bool told = false;
@@ -155,10 +155,10 @@ class relay_session final : public session_base, private ws_outbox<relay_session
             tell();
           },
           [deliver](caf::error& err) { deliver(from_caf_error(err)); });
-      if (!remote) // nothing else arrives: the actor waits for the exit that detach sends
-        return {[](stop_atom) {}};
-      // The pump's node dropped the link, or the pump ended without a word.
-      self->set_down_handler([ended](const caf::down_msg&) { ended(stdio_end::unavailable); });
+      // The pump's node dropped the link, or the pump ended without a word. (Beside the
+      // process nothing else arrives: the actor waits for the exit that detach sends.)
+      if (remote)
+        self->set_down_handler([ended](const caf::down_msg&) { ended(stdio_end::unavailable); });
       auto from_pump = [self, far] { return far->pump && self->current_sender() == far->pump.address(); };
       return {
         [](stop_atom) {},
@@ -168,10 +168,10 @@ class relay_session final : public session_base, private ws_outbox<relay_session
             ended(stdio_end::unavailable);
           }
         },
-        [self, far, tell](pump_atom) {
-          if (far->pump || !self->current_sender())
+        [self, far, tell, remote](pump_atom) {
+          if (!remote || far->pump || !self->current_sender())
             return;
-          far->pump = caf::actor_cast<caf::actor>(self->current_sender());
+          far->pump = caf::actor_cast<stdio_pump_actor>(self->current_sender());
           self->monitor(far->pump);
           tell();
         },
@@ -188,7 +188,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
         [self, far, ended, from_pump](stdend_atom, int32_t why) {
           if (!from_pump())
             return;
-          self->demonitor(far->pump);
+          self->demonitor(far->pump.address());
           ended(static_cast<stdio_end>(why));
         },
         // From the relay (anonymous, with its key): passed on to the pump.
@@ -463,7 +463,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   /// Remote: the size of the stdin line the pump has not acknowledged yet.
   size_t stdin_sent_ = 0;
   /// The actor that stands for this relay towards the session; null once detached.
-  caf::actor holder_;
+  stdio_relay_actor holder_;
   /// A duplicate of the process's stdout (the process object keeps its own).
   std::optional<asio::posix::stream_descriptor> stdout_;
   std::vector<char> chunk_;
