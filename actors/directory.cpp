@@ -179,7 +179,6 @@ std::string key_of(const Request& req) {
   return workspace_key(scope.instance, scope.workspace);
 }
 
-
 bool evict_one(self_ptr self);
 
 void mark_idle(self_ptr self, const std::string& ws, bool idle) {
@@ -329,6 +328,16 @@ void route(self_ptr self, const std::string& ws, parked p) {
     });
 }
 
+/// A request parked until its workspace's supervisor is known: then delegated to it, or
+/// answered with the error that kept it from one.
+template <class Reply, class Atom, class Request>
+parked delegated(caf::typed_response_promise<Reply> rp, Atom atom, Request&& req) {
+  return parked{[rp, atom, req = std::forward<Request>(req)](const supervisor_actor& sup) mutable {
+                  rp.delegate(sup, atom, std::move(req));
+                },
+                [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); }};
+}
+
 /// Delegates a request to the workspace's supervisor: at once when it exists (the hot
 /// path), otherwise through route().
 template <class Reply, class Atom, class Request>
@@ -339,11 +348,7 @@ caf::result<Reply> forward(self_ptr self, const std::string& ws, Atom atom, Requ
       return self->delegate(i->second, atom, std::forward<Request>(req));
   }
   auto rp = self->make_response_promise<Reply>();
-  route(self, ws,
-        parked{[rp, atom, req = std::forward<Request>(req)](const supervisor_actor& sup) mutable {
-                 rp.delegate(sup, atom, std::move(req));
-               },
-               [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); }});
+  route(self, ws, delegated(rp, atom, std::forward<Request>(req)));
   return rp;
 }
 
@@ -380,11 +385,7 @@ caf::result<Reply> forward_trusted(self_ptr self, const std::string& instance, b
         rp.deliver(to_caf_error(refusal));
         return;
       }
-      route(self, ws,
-            parked{[rp, atom, req = std::move(req)](const supervisor_actor& sup) mutable {
-                     rp.delegate(sup, atom, std::move(req));
-                   },
-                   [rp](const box_error& err) mutable { rp.deliver(to_caf_error(err)); }});
+      route(self, ws, delegated(rp, atom, std::move(req)));
     });
   return rp;
 }

@@ -223,8 +223,8 @@ uint64_t stdio_key() {
 }
 
 stdio_pump_actor spawn_stdio_pump(caf::actor_system& sys, stdio_relay_actor relay,
-                            std::shared_ptr<process_registry::entry> entry,
-                            std::shared_ptr<worker_pool> pool) {
+                                  std::shared_ptr<process_registry::entry> entry,
+                                  std::shared_ptr<worker_pool> pool) {
   return sys.spawn(pump_behavior, std::move(relay), std::move(entry), std::move(pool));
 }
 

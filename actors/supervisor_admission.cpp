@@ -221,7 +221,13 @@ void start_commit(self_ptr self, std::string now) {
   st.committing = true;
   auto token = st.jobs.run(
     *st.args.pool, caf::actor_cast<supervisor_actor>(self),
-    [store = st.args.store, key = st.args.directory_key, now] { return store->put(key, now); },
+    [store = st.args.store, key = st.args.directory_key, now]() -> box_error {
+      try {
+        return store->put(key, now);
+      } catch (const std::exception& e) {
+        return {ec::box_error, std::string{"admission state commit failed: "} + e.what()};
+      }
+    },
     [self, now](std::optional<box_error> err) {
       finish_commit(self, now, err ? *err : box_error{ec::box_error, "admission state commit failed"});
     });
