@@ -54,7 +54,7 @@ using session_actor = caf::typed_actor<
   // A relay actor (the sender) holds the stdio of this process until it ends; one at a
   // time, a later one waits at most `uint64_t` ms (then process_conflict).
   // With `bool` set, the relay is elsewhere and a pump beside the process carries the
-  // stdio to it (actors/stdio_pump.hpp).
+  // stdio to it (actors/cluster/stdio_pump.hpp).
   caf::replies_to<attach_atom, std::string, uint64_t, bool>::with<bool>,
   // Self-sent: the attach wait with this token ran out.
   caf::reacts_to<expire_atom, uint64_t>,
@@ -84,9 +84,10 @@ template <class... Routes>
 struct route_list {};
 
 /// Every tenant action, once. tenant_actor's interface, the directory's forwarders
-/// (actors/directory.cpp) and the cluster router's routes (net/cluster/router.cpp) are
-/// derived from this list: a new tenant action is its model, an entry here and the
-/// supervisor's handler (plus, for the wire, its entry in net/rpc/dispatch.cpp's table).
+/// (actors/directory.cpp), the cluster router's routes (actors/cluster/router.cpp) and
+/// the wire's round trips (net/rpc/dispatch.cpp reads each action's request and reply
+/// from here) are derived from this list: a new tenant action is its model, an entry
+/// here, the supervisor's handler and, for the wire, its name and decoding.
 using tenant_routes = route_list<
   // box_exec.
   tenant_route<exec_atom, exec_request, exec_result>,
@@ -136,6 +137,23 @@ struct tenant_interface<route_list<Routes...>> {
 
 /// Tenant actions of one workspace: every entry of tenant_routes.
 using tenant_actor = detail::tenant_interface<tenant_routes>::type;
+
+namespace detail {
+
+template <class Atom, class List>
+struct route_by_atom;
+
+template <class Atom, class Route, class... Rest>
+struct route_by_atom<Atom, route_list<Route, Rest...>>
+  : std::conditional_t<std::is_same_v<typename Route::atom, Atom>, std::type_identity<Route>,
+                       route_by_atom<Atom, route_list<Rest...>>> {};
+
+} // namespace detail
+
+/// The entry of tenant_routes whose atom is `Atom` (the wire's action table reads its
+/// request and reply types from it, net/rpc/dispatch.cpp).
+template <class Atom>
+using tenant_route_of = typename detail::route_by_atom<Atom, tenant_routes>::type;
 
 /// One handler per entry of tenant_routes, as a tuple: each calls
 /// `serve(std::type_identity<Reply>{}, atom, request&)`, which returns caf::result<Reply>.
@@ -203,7 +221,7 @@ using directory_actor = runtime_actor::extend<
   // Worker pool: a job whose continuation waits here finished (pool_waits).
   caf::reacts_to<done_atom, uint64_t>>;
 
-/// A cluster node's front door (net/cluster/router.cpp, docs/cluster.md "Routing"): the
+/// A cluster node's front door (actors/cluster/router.cpp, docs/cluster.md "Routing"): the
 /// runtime's interface, each tenant action routed to its workspace's owner (this node's
 /// directory or another node's router), plus its own internal handlers.
 using router_actor = runtime_actor::extend<
@@ -226,7 +244,7 @@ using router_actor = runtime_actor::extend<
   caf::reacts_to<done_atom, uint64_t>>;
 
 /// The process's end of a stdio relay whose WebSocket is on another cluster node
-/// (actors/stdio_pump.hpp has the protocol).
+/// (actors/cluster/stdio_pump.hpp has the protocol).
 using stdio_pump_actor = caf::typed_actor<
   // From the relay: that many more stdout bytes may be sent.
   caf::reacts_to<credit_atom, uint64_t>,
@@ -258,7 +276,7 @@ using stdio_relay_actor = caf::typed_actor<
 /// What a cluster node publishes on cluster.listen. The dialer first asks for a
 /// challenge (its node id in, a fresh nonce out); its hello then names the dialing node,
 /// its address and its router, with its certificate and its signature over the challenge
-/// (net/cluster/identity.hpp). Only when the certificate is the named node's, of the
+/// (backends/cluster/identity.hpp). Only when the certificate is the named node's, of the
 /// cluster's CA, the signature its key's, and that node is registered at that address,
 /// does the gate link its own router to it and answer with its node id and router. One
 /// connection carries both directions: of two members, the one with the smaller node_id

@@ -11,206 +11,262 @@ using namespace rpc_detail;
 namespace {
 
 // -- tenant actions -------------------------------------------------------------------
+//
+// Each tenant action is one round trip to the directory whose request and reply types
+// are its entry in tenant_routes (actors/actors.hpp). What is particular to the wire is
+// here, keyed by the action's atom: how `wire<Atom>::decode` reads the request from the
+// data (on a refusal it replies through `done` and returns nothing) and how
+// `wire<Atom>::encode` writes the reply in the reference's shape.
 
-void exec_like(connection_env& env, const element& data, const action_context& ctx,
-               done_fn done, bool create) {
-  exec_request req;
-  req.ctx = ctx;
-  req.facts = extract_payload_facts(data);
-  auto spec = decode_box_spec(data, !create);
-  if (spec) {
-    req.spec = std::move(spec.value());
-  } else if (spec.error().code == ec::key) {
-    // The reference reads data["session_id"] before anything else.
-    return done(failure(spec.error()));
-  } else {
-    // Carried, not replied: in admission mode a forged field outranks a decode error.
-    req.decode_error = spec.error();
+/// The reply's own JSON form (messages/codec.hpp).
+struct json_reply {
+  template <class Reply>
+  static std::string encode(const Reply& r) {
+    return to_json(r);
   }
-  if (create)
-    ask<session_info>(env, done, encoded<session_info>(), create_atom_v, std::move(req));
-  else
-    ask<exec_result>(env, done, encoded<exec_result>(), exec_atom_v, std::move(req));
-}
+};
 
-void do_exec(connection_env& env, const element& data, const action_context* ctx, done_fn done) {
-  exec_like(env, data, *ctx, std::move(done), false);
-}
+/// A reply `{"<key>": value}` (box_delete_session, box_stop_managed_process).
+template <const char* Key>
+struct keyed_reply {
+  static std::string encode(const std::string& value) {
+    json::writer w;
+    w.begin_object();
+    w.key(Key).value(value);
+    w.end_object();
+    return w.take();
+  }
+};
 
-void do_create(connection_env& env, const element& data, const action_context* ctx,
-               done_fn done) {
-  exec_like(env, data, *ctx, std::move(done), true);
-}
+template <class Atom>
+struct wire;
+
+/// box_exec and box_create_session read the same spec; create needs no command.
+template <bool Create>
+struct exec_wire : json_reply {
+  static std::optional<exec_request> decode(connection_env&, const element& data,
+                                            const action_context* ctx, done_fn& done) {
+    exec_request req;
+    req.ctx = *ctx;
+    req.facts = extract_payload_facts(data);
+    auto spec = decode_box_spec(data, !Create);
+    if (spec) {
+      req.spec = std::move(spec.value());
+    } else if (spec.error().code == ec::key) {
+      // The reference reads data["session_id"] before anything else.
+      done(failure(spec.error()));
+      return std::nullopt;
+    } else {
+      // Carried, not replied: in admission mode a forged field outranks a decode error.
+      req.decode_error = spec.error();
+    }
+    return req;
+  }
+};
+
+template <>
+struct wire<exec_atom> : exec_wire<false> {};
+
+template <>
+struct wire<create_atom> : exec_wire<true> {};
 
 /// data.session_id for get/delete: missing replies KeyError at once; a non-string is
 /// carried as a decode error (the fence check still comes first).
-std::optional<session_request> session_req(const element& data, const action_context& ctx,
-                                           const done_fn& done) {
-  auto v = lookup(data, "session_id");
-  if (!v) {
-    done(failure(key_error("session_id")));
-    return std::nullopt;
+struct session_wire {
+  static std::optional<session_request> decode(connection_env&, const element& data,
+                                               const action_context* ctx, done_fn& done) {
+    auto v = lookup(data, "session_id");
+    if (!v) {
+      done(failure(key_error("session_id")));
+      return std::nullopt;
+    }
+    session_request req;
+    req.ctx = *ctx;
+    std::string_view s;
+    if (v->get_string().get(s) == json_ok)
+      req.session_id = std::string{s};
+    else
+      req.decode_error = {ec::validation, "session_id must be a string"};
+    return req;
   }
-  session_request req;
-  req.ctx = ctx;
-  std::string_view s;
-  if (v->get_string().get(s) == json_ok)
-    req.session_id = std::string{s};
-  else
-    req.decode_error = {ec::validation, "session_id must be a string"};
-  return req;
-}
+};
 
-void do_get_session(connection_env& env, const element& data, const action_context* ctx,
-                    done_fn done) {
-  auto req = session_req(data, *ctx, done);
-  if (!req)
-    return;
-  ask<session_info>(env, done, encoded<session_info>(), caf::get_atom_v, std::move(*req));
-}
+template <>
+struct wire<caf::get_atom> : session_wire, json_reply {};
 
-void do_delete_session(connection_env& env, const element& data, const action_context* ctx,
-                       done_fn done) {
-  auto req = session_req(data, *ctx, done);
-  if (!req)
-    return;
-  ask<std::string>(
-    env, done,
-    [](const std::string& id) {
-      json::writer w;
-      w.begin_object();
-      w.key("deleted").value(id);
-      w.end_object();
-      return w.take();
-    },
-    caf::delete_atom_v, std::move(*req));
-}
+constexpr char deleted_key[] = "deleted";
+template <>
+struct wire<caf::delete_atom> : session_wire, keyed_reply<deleted_key> {};
 
-void do_get_sessions(connection_env& env, const element&, const action_context* ctx,
-                     done_fn done) {
-  ask<std::vector<session_info>>(
-    env, done,
-    [](const std::vector<session_info>& xs) {
-      json::writer w;
-      w.begin_object();
-      w.key("sessions").begin_array();
-      for (const auto& x : xs)
-        w.raw(to_json(x));
-      w.end_array();
-      w.end_object();
-      return w.take();
-    },
-    list_atom_v, *ctx);
-}
+/// Actions whose request is the workspace context alone.
+struct context_wire {
+  static std::optional<action_context> decode(connection_env&, const element&,
+                                              const action_context* ctx, done_fn&) {
+    return *ctx;
+  }
+};
 
-void do_status(connection_env& env, const element&, const action_context* ctx, done_fn done) {
-  ask<status_info>(env, done, status_json, status_atom_v, *ctx);
-}
+/// box_status and box_get_storage_analysis: the one renderer of each (net/rpc/render.hpp).
+template <>
+struct wire<status_atom> : context_wire {
+  static std::string encode(const status_info& x) {
+    return status_json(x);
+  }
+};
 
-void do_storage(connection_env& env, const element&, const action_context* ctx, done_fn done) {
-  ask<storage_report>(env, done, storage_json, storage_atom_v, *ctx);
-}
+template <>
+struct wire<storage_atom> : context_wire {
+  static std::string encode(const storage_report& x) {
+    return storage_json(x);
+  }
+};
+
+template <>
+struct wire<list_atom> : context_wire {
+  static std::string encode(const std::vector<session_info>& xs) {
+    json::writer w;
+    w.begin_object();
+    w.key("sessions").begin_array();
+    for (const auto& x : xs)
+      w.raw(to_json(x));
+    w.end_array();
+    w.end_object();
+    return w.take();
+  }
+};
 
 /// Skill actions (§2.4): routed through the workspace's supervisor (fence, and the
 /// entitlement gate in admission mode) to its skill-store actor. The data travels as
-/// JSON text and is decoded on the worker pool. A zip action's uploaded file is looked
-/// up here, in this connection's transfer folder, and handed over by path; the store
-/// deletes it once read.
-template <const char* Action>
-void do_skill(connection_env& env, const element& data, const action_context* ctx, done_fn done) {
-  skill_request req;
-  req.ctx = *ctx;
-  req.action = Action;
-  req.data_json = simdjson::minify(data);
-  std::string_view action{Action};
-  if (action == "box_preview_skill_zip" || action == "box_install_skill_zip") {
-    auto key_v = lookup(data, "file_key");
-    std::string_view key;
-    if (!key_v)
-      req.decode_error = {ec::validation, "'file_key'"};
-    else if (key_v->get_string().get(key) != json_ok || !valid_file_key(key))
-      req.decode_error = {ec::validation, "Invalid file transfer key"};
-    else if (env.transfer_dir.empty() || !env.transfers || !env.transfers->keys.contains(key))
-      req.decode_error = {ec::validation, "Uploaded file " + std::string{key} + " was not found"};
-    else {
-      req.file_path = env.transfer_dir + "/" + std::string{key};
-      env.transfers->keys.erase(env.transfers->keys.find(key)); // consumed
+/// JSON text and is decoded on the worker pool; the reply is the action's data JSON. A
+/// zip action's uploaded file is looked up here, in this connection's transfer folder,
+/// and handed over by path; the store deletes it once read.
+template <>
+struct wire<skill_atom> {
+  static std::optional<skill_request> decode(connection_env& env, const element& data,
+                                              const action_context* ctx, done_fn&) {
+    skill_request req;
+    req.ctx = *ctx;
+    req.action = std::string{env.action};
+    req.data_json = simdjson::minify(data);
+    if (env.action == "box_preview_skill_zip" || env.action == "box_install_skill_zip") {
+      auto key_v = lookup(data, "file_key");
+      std::string_view key;
+      if (!key_v)
+        req.decode_error = {ec::validation, "'file_key'"};
+      else if (key_v->get_string().get(key) != json_ok || !valid_file_key(key))
+        req.decode_error = {ec::validation, "Invalid file transfer key"};
+      else if (env.transfer_dir.empty() || !env.transfers || !env.transfers->keys.contains(key))
+        req.decode_error = {ec::validation,
+                            "Uploaded file " + std::string{key} + " was not found"};
+      else {
+        req.file_path = env.transfer_dir + "/" + std::string{key};
+        env.transfers->keys.erase(env.transfers->keys.find(key)); // consumed
+      }
     }
+    return req;
   }
-  ask<std::string>(env, done, [](const std::string& json) { return json; }, skill_atom_v,
-                   std::move(req));
-}
 
-constexpr char list_skills[] = "box_list_skills";
-constexpr char get_skill[] = "box_get_skill";
-constexpr char create_skill[] = "box_create_skill";
-constexpr char update_skill[] = "box_update_skill";
-constexpr char delete_skill[] = "box_delete_skill";
-constexpr char scan_skill_directory[] = "box_scan_skill_directory";
-constexpr char list_skill_files[] = "box_list_skill_files";
-constexpr char read_skill_file[] = "box_read_skill_file";
-constexpr char write_skill_file[] = "box_write_skill_file";
-constexpr char preview_skill_zip[] = "box_preview_skill_zip";
-constexpr char install_skill_zip[] = "box_install_skill_zip";
+  static std::string encode(const std::string& json) {
+    return json;
+  }
+};
+
+/// Managed processes (§2.3, §4.7): refused in admission mode as the reference's Cloud
+/// host does (admission.md §4.5; the supervisor checks it before anything else); in
+/// standard mode routed to the session's actor, which runs the process inside the
+/// session's sandbox. data.session_id first, then the start's spec or the process_id.
+template <bool Start>
+struct process_wire {
+  static std::optional<process_request> decode(connection_env&, const element& data,
+                                                const action_context* ctx, done_fn& done) {
+    process_request req;
+    req.ctx = *ctx;
+    auto sid = lookup(data, "session_id");
+    if (!sid) {
+      done(failure(key_error("session_id")));
+      return std::nullopt;
+    }
+    std::string_view text;
+    if (sid->get_string().get(text) == json_ok)
+      req.session_id = std::string{text};
+    else
+      req.decode_error = {ec::validation, "session_id must be a string"};
+    if constexpr (Start) {
+      auto spec_el = lookup(data, "spec");
+      if (!spec_el) {
+        done(failure(key_error("spec")));
+        return std::nullopt;
+      }
+      auto spec = decode_process_spec(*spec_el);
+      if (spec)
+        req.spec = std::move(spec.value());
+      else if (!req.decode_error)
+        req.decode_error = spec.error();
+      req.process_id = req.spec.process_id;
+    } else if (auto pid = lookup(data, "process_id"); pid && !pid->is_null()) {
+      if (pid->get_string().get(text) == json_ok)
+        req.process_id = std::string{text};
+      else if (!req.decode_error)
+        req.decode_error = {ec::validation, "process_id must be a string"};
+    }
+    return req;
+  }
+};
+
+template <>
+struct wire<pstart_atom> : process_wire<true>, json_reply {};
+
+template <>
+struct wire<pget_atom> : process_wire<false>, json_reply {};
+
+constexpr char stopped_key[] = "stopped";
+template <>
+struct wire<pstop_atom> : process_wire<false>, keyed_reply<stopped_key> {};
+
+/// The entitlement push and the admission grant and revocation (contract §3): host
+/// actions whose request names the trusted instance; each goes to its workspace.
+template <class Request, auto Decode>
+struct admission_wire : json_reply {
+  static std::optional<Request> decode(connection_env& env, const element& data,
+                                       const action_context*, done_fn& done) {
+    auto x = Decode(data);
+    if (!x) {
+      done(failure(x.error()));
+      return std::nullopt;
+    }
+    if (!is_trusted(env, x->instance_uuid)) {
+      done(failure(untrusted_refusal(*x)));
+      return std::nullopt;
+    }
+    return std::move(x.value());
+  }
+};
+
+template <>
+struct wire<entitle_atom>
+  : admission_wire<entitlement_snapshot, &decode_entitlement_snapshot> {};
+
+template <>
+struct wire<grant_atom> : admission_wire<admission_grant, &decode_admission_grant> {};
+
+template <>
+struct wire<revoke_atom> : admission_wire<admission_revocation, &decode_admission_revocation> {};
+
+/// One tenant action's round trip: decode, ask the directory, encode.
+template <class Atom>
+void routed(connection_env& env, const element& data, const action_context* ctx, done_fn done) {
+  using route = tenant_route_of<Atom>;
+  std::optional<typename route::request> req = wire<Atom>::decode(env, data, ctx, done);
+  if (!req)
+    return;
+  ask<typename route::reply>(
+    env, std::move(done), [](const typename route::reply& r) { return wire<Atom>::encode(r); },
+    Atom{}, std::move(*req));
+}
 
 void not_implemented(std::string_view action, done_fn& done) {
   done(failure({ec::box_error, std::string{action} + " is not implemented by this boxd yet"}));
 }
-
-/// Managed processes (§2.3, §4.7): refused in admission mode as the reference's Cloud
-/// host does (admission.md §4.5, checked before anything else); in standard mode routed
-/// to the session's actor, which runs the process inside the session's sandbox.
-template <const char* Action>
-void do_managed_process(connection_env& env, const element& data, const action_context* ctx,
-                        done_fn done) {
-  std::string action{Action};
-  // Read before the round trip: `data` does not outlive this call.
-  process_request req;
-  req.ctx = *ctx;
-  auto sid = lookup(data, "session_id");
-  if (!sid)
-    return done(failure(key_error("session_id")));
-  std::string_view text;
-  if (sid->get_string().get(text) == json_ok)
-    req.session_id = std::string{text};
-  else
-    req.decode_error = {ec::validation, "session_id must be a string"};
-  if (action == "box_start_managed_process") {
-    auto spec_el = lookup(data, "spec");
-    if (!spec_el)
-      return done(failure(key_error("spec")));
-    auto spec = decode_process_spec(*spec_el);
-    if (spec)
-      req.spec = std::move(spec.value());
-    else if (!req.decode_error)
-      req.decode_error = spec.error();
-    req.process_id = req.spec.process_id;
-  } else if (auto pid = lookup(data, "process_id"); pid && !pid->is_null()) {
-    if (pid->get_string().get(text) == json_ok)
-      req.process_id = std::string{text};
-    else if (!req.decode_error)
-      req.decode_error = {ec::validation, "process_id must be a string"};
-  }
-  // The supervisor refuses them in admission mode (before any other of its checks).
-  if (action == "box_start_managed_process")
-    return ask<process_info>(env, done, encoded<process_info>(), pstart_atom_v, std::move(req));
-  if (action == "box_get_managed_process")
-    return ask<process_info>(env, done, encoded<process_info>(), pget_atom_v, std::move(req));
-  ask<std::string>(
-    env, done,
-    [](const std::string& pid) {
-      json::writer w;
-      w.begin_object();
-      w.key("stopped").value(pid);
-      w.end_object();
-      return w.take();
-    },
-    pstop_atom_v, std::move(req));
-}
-
-constexpr char start_process[] = "box_start_managed_process";
-constexpr char get_process[] = "box_get_managed_process";
-constexpr char stop_process[] = "box_stop_managed_process";
 
 // -- the table ------------------------------------------------------------------------
 
@@ -229,34 +285,34 @@ constexpr action_def action_table[] = {
   {"box_health", scope::host, do_health},
   {"box_get_backend_info", scope::host, do_backend_info},
   {"box_init", scope::host, do_init},
-  {"box_upsert_sandbox_admission_grant", scope::host, do_grant},
-  {"box_revoke_sandbox_admission_grant", scope::host, do_revoke},
+  {"box_upsert_sandbox_admission_grant", scope::host, routed<grant_atom>},
+  {"box_revoke_sandbox_admission_grant", scope::host, routed<revoke_atom>},
   {"box_verify_shared_workspace", scope::host, do_verify},
   {"box_shutdown", scope::host, do_shutdown},
-  {"box_put_workspace_entitlement", scope::host, do_entitlement},
+  {"box_put_workspace_entitlement", scope::host, routed<entitle_atom>},
   // Tenant sandbox actions (§2.3).
-  {"box_status", scope::tenant, do_status},
-  {"box_get_storage_analysis", scope::tenant, do_storage},
-  {"box_exec", scope::tenant, do_exec},
-  {"box_create_session", scope::tenant, do_create},
-  {"box_get_session", scope::tenant, do_get_session},
-  {"box_get_sessions", scope::tenant, do_get_sessions},
-  {"box_delete_session", scope::tenant, do_delete_session},
-  {"box_start_managed_process", scope::tenant, do_managed_process<start_process>},
-  {"box_get_managed_process", scope::tenant, do_managed_process<get_process>},
-  {"box_stop_managed_process", scope::tenant, do_managed_process<stop_process>},
-  // Tenant skill actions (§2.4).
-  {"box_list_skills", scope::tenant, do_skill<list_skills>},
-  {"box_get_skill", scope::tenant, do_skill<get_skill>},
-  {"box_create_skill", scope::tenant, do_skill<create_skill>},
-  {"box_update_skill", scope::tenant, do_skill<update_skill>},
-  {"box_delete_skill", scope::tenant, do_skill<delete_skill>},
-  {"box_scan_skill_directory", scope::tenant, do_skill<scan_skill_directory>},
-  {"box_list_skill_files", scope::tenant, do_skill<list_skill_files>},
-  {"box_read_skill_file", scope::tenant, do_skill<read_skill_file>},
-  {"box_write_skill_file", scope::tenant, do_skill<write_skill_file>},
-  {"box_preview_skill_zip", scope::tenant, do_skill<preview_skill_zip>},
-  {"box_install_skill_zip", scope::tenant, do_skill<install_skill_zip>},
+  {"box_status", scope::tenant, routed<status_atom>},
+  {"box_get_storage_analysis", scope::tenant, routed<storage_atom>},
+  {"box_exec", scope::tenant, routed<exec_atom>},
+  {"box_create_session", scope::tenant, routed<create_atom>},
+  {"box_get_session", scope::tenant, routed<caf::get_atom>},
+  {"box_get_sessions", scope::tenant, routed<list_atom>},
+  {"box_delete_session", scope::tenant, routed<caf::delete_atom>},
+  {"box_start_managed_process", scope::tenant, routed<pstart_atom>},
+  {"box_get_managed_process", scope::tenant, routed<pget_atom>},
+  {"box_stop_managed_process", scope::tenant, routed<pstop_atom>},
+  // Tenant skill actions (§2.4): one route, the action's name travels in the request.
+  {"box_list_skills", scope::tenant, routed<skill_atom>},
+  {"box_get_skill", scope::tenant, routed<skill_atom>},
+  {"box_create_skill", scope::tenant, routed<skill_atom>},
+  {"box_update_skill", scope::tenant, routed<skill_atom>},
+  {"box_delete_skill", scope::tenant, routed<skill_atom>},
+  {"box_scan_skill_directory", scope::tenant, routed<skill_atom>},
+  {"box_list_skill_files", scope::tenant, routed<skill_atom>},
+  {"box_read_skill_file", scope::tenant, routed<skill_atom>},
+  {"box_write_skill_file", scope::tenant, routed<skill_atom>},
+  {"box_preview_skill_zip", scope::tenant, routed<skill_atom>},
+  {"box_install_skill_zip", scope::tenant, routed<skill_atom>},
 };
 
 const action_def* find_action(std::string_view name) {

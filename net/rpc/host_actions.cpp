@@ -74,36 +74,6 @@ void do_init(connection_env& env, const element& data, const action_context*, do
   });
 }
 
-void do_grant(connection_env& env, const element& data, const action_context*, done_fn done) {
-  auto grant = decode_admission_grant(data);
-  if (!grant)
-    return done(failure(grant.error()));
-  if (!is_trusted(env, grant->instance_uuid))
-    return done(failure(untrusted_refusal(*grant)));
-  ask<grant_receipt>(env, done, encoded<grant_receipt>(), grant_atom_v, std::move(grant.value()));
-}
-
-void do_revoke(connection_env& env, const element& data, const action_context*, done_fn done) {
-  auto rev = decode_admission_revocation(data);
-  if (!rev)
-    return done(failure(rev.error()));
-  if (!is_trusted(env, rev->instance_uuid))
-    return done(failure(untrusted_refusal(*rev)));
-  ask<revocation_receipt>(env, done, encoded<revocation_receipt>(), revoke_atom_v,
-                          std::move(rev.value()));
-}
-
-void do_entitlement(connection_env& env, const element& data, const action_context*,
-                    done_fn done) {
-  auto snap = decode_entitlement_snapshot(data);
-  if (!snap)
-    return done(failure(snap.error()));
-  if (!is_trusted(env, snap->instance_uuid))
-    return done(failure(untrusted_refusal(*snap)));
-  ask<entitlement_receipt>(env, done, encoded<entitlement_receipt>(), entitle_atom_v,
-                           std::move(snap.value()));
-}
-
 bool valid_probe_name(std::string_view name) {
   constexpr std::string_view prefix = ".langbot-box-volume-probe-";
   if (name.size() != prefix.size() + 32 || name.substr(0, prefix.size()) != prefix)
