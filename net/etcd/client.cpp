@@ -1,7 +1,5 @@
 #include "net/etcd/client.hpp"
 
-#include <openssl/evp.h>
-
 #include <charconv>
 
 #include <boost/asio/connect.hpp>
@@ -13,6 +11,7 @@
 #include <boost/beast/ssl.hpp>
 #include <simdjson.h>
 
+#include "messages/base/base64.hpp"
 #include "messages/base/json.hpp"
 
 namespace boxrt::net::etcd {
@@ -22,38 +21,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using simdjson::dom::element;
 using simdjson::dom::object;
-
-std::string base64_encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  auto n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                           reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  // Canonical base64 only: OpenSSL would also take spaces and '=' in the middle.
-  if (text.size() % 4 != 0)
-    return std::nullopt;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    bool digit = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-    bool padding = c == '=' && i + 2 >= text.size() && (i + 1 == text.size() || text[i + 1] == '=');
-    if (!digit && !padding)
-      return std::nullopt;
-  }
-  std::string out(3 * (text.size() / 4), '\0');
-  auto n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                           reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0)
-    return std::nullopt;
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  size_t pad = 0;
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && pad < 2; --i)
-    ++pad;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
 
 namespace {
 
@@ -465,6 +432,14 @@ box_error client::revoke(int64_t lease) {
   if (!text && text.error().message.find("lease not found") == std::string::npos)
     return text.error();
   return {};
+}
+
+kv::connector connector(options o) {
+  return {[o = std::move(o)](std::chrono::milliseconds cap) -> std::unique_ptr<kv::store> {
+    auto capped = o;
+    capped.timeout = std::min(capped.timeout, cap);
+    return std::make_unique<client>(std::move(capped));
+  }};
 }
 
 } // namespace boxrt::net::etcd

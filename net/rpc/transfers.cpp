@@ -2,6 +2,8 @@
 // the one-at-a-time file writes on the worker pool.
 #include "net/rpc/action_support.hpp"
 
+#include "messages/base/base64.hpp"
+
 namespace boxrt::net {
 
 namespace rpc_detail {
@@ -17,50 +19,6 @@ bool valid_file_key(std::string_view key) {
   return std::all_of(key.begin(), key.end(),
                      [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; });
 }
-
-result<std::string> strict_base64(std::string_view s) {
-  auto digit = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z')
-      return c - 'A';
-    if (c >= 'a' && c <= 'z')
-      return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-      return c - '0' + 52;
-    if (c == '+')
-      return 62;
-    if (c == '/')
-      return 63;
-    return -1;
-  };
-  size_t data_chars = s.size();
-  while (data_chars > 0 && s[data_chars - 1] == '=')
-    --data_chars;
-  const size_t pads = s.size() - data_chars;
-  for (size_t i = 0; i < data_chars; ++i)
-    if (digit(s[i]) < 0)
-      return box_error{ec::value, "Only base64 data is allowed"};
-  if (pads > 2 || s.size() % 4 != 0) {
-    if (data_chars % 4 == 1)
-      return box_error{ec::value, "Invalid base64-encoded string: number of data characters ("
-                                    + std::to_string(data_chars)
-                                    + ") cannot be 1 more than a multiple of 4"};
-    return box_error{ec::value, "Incorrect padding"};
-  }
-  std::string out;
-  out.reserve(data_chars / 4 * 3 + 2);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < data_chars; ++i) {
-    acc = (acc << 6) | static_cast<uint32_t>(digit(s[i]));
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
-
 
 reply write_chunk(const std::shared_ptr<transfer_io>& io, const std::string& dir, const std::string& key,
                   const std::string& bytes, bool first, int64_t max_bytes) {
@@ -100,9 +58,10 @@ void do_file_chunk(connection_env& env, const element& data, const action_contex
   if (!read_integer(*index_v, index) || !read_integer(*amount_v, amount) || amount <= 0
       || index < 0 || index >= amount)
     return invalid("Invalid file chunk position");
-  auto bytes = strict_base64(b64);
-  if (!bytes)
-    return done(failure(bytes.error()));
+  std::string why;
+  auto bytes = base64_decode(b64, &why);
+  if (!bytes) // binascii.Error is a ValueError; its texts are kept
+    return done(failure({ec::value, std::move(why)}));
   if (bytes->size() > file_chunk_bytes)
     return invalid("File transfer chunk exceeds the protocol limit");
   // The transport leaves transfer_dir empty when uploads have nowhere to go.
