@@ -6,6 +6,7 @@
 
 #include <simdjson.h>
 
+#include "app/config_block.hpp"
 #include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
@@ -24,48 +25,20 @@ box_error config_error(std::string text) {
 
 /// "HOST:PORT" or "[v6]:PORT"; port 0 picks a free one.
 box_error parse_listen(std::string_view text, net::server_options& out) {
-  auto colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size())
+  std::string host;
+  uint16_t port = 0;
+  switch (config::parse_host_port(text, 0, host, port)) {
+  case config::address_fault::none:
+    break;
+  case config::address_fault::shape:
     return config_error("listen address must be HOST:PORT, got \"" + std::string{text} + "\"");
-  auto host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  auto port_text = text.substr(colon + 1);
-  unsigned long port = 0;
-  for (char c : port_text) {
-    if (c < '0' || c > '9')
-      return config_error("listen port must be a number, got \"" + std::string{port_text} + "\"");
-    port = port * 10 + static_cast<unsigned long>(c - '0');
-    if (port > 65535)
-      return config_error("listen port must be between 0 and 65535");
+  case config::address_fault::port_not_number:
+    return config_error("listen port must be a number, got \"" + std::string{text.substr(text.rfind(':') + 1)} + "\"");
+  case config::address_fault::port_range:
+    return config_error("listen port must be between 0 and 65535");
   }
-  out.host = std::string{host};
-  out.port = static_cast<uint16_t>(port);
-  return {};
-}
-
-box_error read_string(object obj, const char* key, std::string& out) {
-  element v;
-  if (obj[key].get(v) != simdjson::SUCCESS || v.is_null())
-    return {};
-  std::string_view s;
-  if (v.get_string().get(s) != simdjson::SUCCESS)
-    return config_error(std::string{"server."} + key + " must be a string");
-  out = std::string{s};
-  return {};
-}
-
-box_error read_size(object obj, const char* key, size_t min, size_t max, size_t& out) {
-  element v;
-  if (obj[key].get(v) != simdjson::SUCCESS || v.is_null())
-    return {};
-  int64_t n = 0;
-  if (v.is_bool() || v.get_int64().get(n) != simdjson::SUCCESS)
-    return config_error(std::string{"server."} + key + " must be an integer");
-  if (n < static_cast<int64_t>(min) || n > static_cast<int64_t>(max))
-    return config_error(std::string{"server."} + key + " must be between " + std::to_string(min)
-                        + " and " + std::to_string(max));
-  out = static_cast<size_t>(n);
+  out.host = std::move(host);
+  out.port = port;
   return {};
 }
 
@@ -99,81 +72,70 @@ namespace {
 
 /// server.sandbox_uid_range: [first, last], non-root, clear of /etc/subuid and
 /// /etc/subgid (uids there belong to users' own containers).
-box_error read_uid_range(object obj, net::server_options& out) {
-  element v;
-  if (obj["sandbox_uid_range"].get(v) != simdjson::SUCCESS || v.is_null())
+box_error read_uid_range(const config::block& server, net::server_options& out) {
+  auto v = server.get("sandbox_uid_range");
+  if (!v)
     return {};
-  auto range = decode_uid_range(v);
+  auto range = decode_uid_range(*v);
   if (!range)
     return config_error("server.sandbox_uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
   std::tie(out.sandbox_uid_first, out.sandbox_uid_last) = *range;
   return {};
 }
 
+/// The `server` block: unknown keys are ignored (the operator's view will refuse them).
 box_error apply_server(element section, net::server_options& out) {
   object obj;
   if (section.get_object().get(obj) != simdjson::SUCCESS)
     return config_error("server must be an object");
+  config::block server{obj, "server.", ec::value};
   std::string listen;
-  if (auto err = read_string(obj, "listen", listen))
+  if (auto err = server.string("listen", listen))
     return err;
   if (!listen.empty())
     if (auto err = parse_listen(listen, out))
       return err;
-  if (auto err = read_string(obj, "control_token", out.control_token))
+  for (auto [key, field] : {std::pair{"control_token", &out.control_token},
+                            std::pair{"trusted_instance_uuid", &out.trusted_instance},
+                            std::pair{"transfer_dir", &out.transfer_dir}})
+    if (auto err = server.string(key, *field))
+      return err;
+  struct size_key {
+    const char* key;
+    size_t min, max;
+    size_t* field;
+  };
+  for (const auto& k : {size_key{"max_connections", 1, 100000, &out.max_connections},
+                        size_key{"max_inflight", 1, 4096, &out.max_inflight},
+                        size_key{"max_message_bytes", 1024, 268435456, &out.max_message_bytes},
+                        size_key{"max_outbound_bytes", 65536, size_t{1} << 40, &out.max_outbound_bytes},
+                        size_key{"max_outbound_frames", 16, 10000000, &out.max_outbound_frames},
+                        size_key{"outbound_stall_ms", 100, 3600000, &out.outbound_stall_ms},
+                        size_key{"max_pending_handshakes", 1, 100000, &out.max_pending_handshakes},
+                        size_key{"handshake_timeout_ms", 100, 600000, &out.handshake_timeout_ms},
+                        size_key{"reserved_fds", 0, 1000000, &out.reserved_fds},
+                        size_key{"io_threads", 1, 64, &out.io_threads},
+                        size_key{"io_spin_us", 0, 10000, &out.io_spin_us},
+                        size_key{"relay_attach_wait_ms", 0, 3600000, &out.relay_attach_wait_ms}})
+    if (auto err = server.size(k.key, k.min, k.max, *k.field))
+      return err;
+  if (auto err = read_uid_range(server, out))
     return err;
-  if (auto err = read_string(obj, "trusted_instance_uuid", out.trusted_instance))
-    return err;
-  if (auto err = read_string(obj, "transfer_dir", out.transfer_dir))
-    return err;
-  if (auto err = read_size(obj, "max_connections", 1, 100000, out.max_connections))
-    return err;
-  if (auto err = read_size(obj, "max_inflight", 1, 4096, out.max_inflight))
-    return err;
-  if (auto err = read_size(obj, "max_message_bytes", 1024, 268435456, out.max_message_bytes))
-    return err;
-  if (auto err = read_size(obj, "max_outbound_bytes", 65536, size_t{1} << 40,
-                           out.max_outbound_bytes))
-    return err;
-  if (auto err = read_size(obj, "max_outbound_frames", 16, 10000000, out.max_outbound_frames))
-    return err;
-  if (auto err = read_size(obj, "outbound_stall_ms", 100, 3600000, out.outbound_stall_ms))
-    return err;
-  if (auto err = read_size(obj, "max_pending_handshakes", 1, 100000, out.max_pending_handshakes))
-    return err;
-  if (auto err = read_size(obj, "handshake_timeout_ms", 100, 600000, out.handshake_timeout_ms))
-    return err;
-  if (auto err = read_size(obj, "reserved_fds", 0, 1000000, out.reserved_fds))
-    return err;
-  if (auto err = read_size(obj, "io_threads", 1, 64, out.io_threads))
-    return err;
-  if (auto err = read_size(obj, "io_spin_us", 0, 10000, out.io_spin_us))
-    return err;
-  if (auto err = read_size(obj, "relay_attach_wait_ms", 0, 3600000, out.relay_attach_wait_ms))
-    return err;
-  if (auto err = read_uid_range(obj, out))
-    return err;
-  if (element v; obj["host_gid"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+  if (auto v = server.get("host_gid")) {
     int64_t gid = 0;
-    if (v.is_bool() || v.get_int64().get(gid) != simdjson::SUCCESS || gid < 0 || gid > 4294967294LL)
+    if (v->is_bool() || v->get_int64().get(gid) != simdjson::SUCCESS || gid < 0 || gid > 4294967294LL)
       return config_error("server.host_gid must be an integer between 0 and 4294967294");
     out.host_gid = gid;
   }
-  if (element v; obj["compression"].get(v) == simdjson::SUCCESS && !v.is_null()) {
-    if (v.get_bool().get(out.compression) != simdjson::SUCCESS)
-      return config_error("server.compression must be a boolean");
-  }
-  if (element v; obj["log_format"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+  if (auto err = server.boolean("compression", out.compression))
+    return err;
+  if (auto v = server.get("log_format")) {
     std::string_view format;
-    if (v.get_string().get(format) != simdjson::SUCCESS || (format != "text" && format != "json"))
+    if (v->get_string().get(format) != simdjson::SUCCESS || (format != "text" && format != "json"))
       return config_error("server.log_format must be \"text\" or \"json\"");
     out.log_json = format == "json";
   }
-  if (element v; obj["testing"].get(v) == simdjson::SUCCESS && !v.is_null()) {
-    if (v.get_bool().get(out.testing) != simdjson::SUCCESS)
-      return config_error("server.testing must be a boolean");
-  }
-  return {};
+  return server.boolean("testing", out.testing);
 }
 
 bool truthy(std::string_view v) {

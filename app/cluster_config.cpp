@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <charconv>
-#include <set>
 #include <tuple>
 
 #include <simdjson.h>
+
+#include "app/config_block.hpp"
 
 namespace boxrt {
 
@@ -37,58 +37,7 @@ bool valid_node_id(std::string_view s) {
 
 /// "HOST:PORT" with a port 1..65535 ("[v6]:PORT" too).
 bool host_port(std::string_view text, std::string& host, uint16_t& port) {
-  auto colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size())
-    return false;
-  auto h = text.substr(0, colon);
-  if (h.front() == '[') {
-    if (h.back() != ']' || h.size() < 3)
-      return false;
-    h = h.substr(1, h.size() - 2);
-  }
-  unsigned value = 0;
-  auto p = text.substr(colon + 1);
-  auto [end, errc] = std::from_chars(p.data(), p.data() + p.size(), value);
-  if (errc != std::errc{} || end != p.data() + p.size() || value == 0 || value > 65535)
-    return false;
-  host = std::string{h};
-  port = static_cast<uint16_t>(value);
-  return true;
-}
-
-box_error string_at(object obj, const std::string& path, const char* key, std::string& out, bool required) {
-  element v;
-  if (obj[key].get(v) != simdjson::SUCCESS || v.is_null()) {
-    if (required)
-      return invalid(path + key + " is required");
-    return {};
-  }
-  std::string_view s;
-  if (v.get_string().get(s) != simdjson::SUCCESS || s.empty())
-    return invalid(path + key + " must be a non-empty string");
-  out = std::string{s};
-  return {};
-}
-
-box_error int_at(object obj, const std::string& path, const char* key, int64_t min, int64_t max, int64_t& out) {
-  element v;
-  if (obj[key].get(v) != simdjson::SUCCESS || v.is_null())
-    return {};
-  int64_t n = 0;
-  if (v.is_bool() || v.get_int64().get(n) != simdjson::SUCCESS)
-    return invalid(path + key + " must be an integer");
-  if (n < min || n > max)
-    return invalid(path + key + " must be between " + std::to_string(min) + " and " + std::to_string(max));
-  out = n;
-  return {};
-}
-
-box_error only_keys(object obj, const std::string& path, std::initializer_list<std::string_view> keys) {
-  std::set<std::string_view> known{keys};
-  for (auto field : obj)
-    if (!known.contains(field.key))
-      return invalid("unknown key " + path + std::string{field.key});
-  return {};
+  return config::parse_host_port(text, 1, host, port) == config::address_fault::none;
 }
 
 /// {"certificate", "key", "ca_file"}: all three, each a file boxd can read.
@@ -96,11 +45,12 @@ box_error tls_at(element v, const std::string& path, cluster_tls& out) {
   object obj;
   if (v.get_object().get(obj) != simdjson::SUCCESS)
     return invalid(path + " must be an object with certificate, key and ca_file");
-  if (auto e = only_keys(obj, path + ".", {"certificate", "key", "ca_file"}))
+  config::block tls{obj, path + ".", ec::validation};
+  if (auto e = tls.only_keys({"certificate", "key", "ca_file"}))
     return e;
   for (auto [key, field] : {std::pair{"certificate", &out.certificate}, std::pair{"key", &out.key},
                             std::pair{"ca_file", &out.ca_file}})
-    if (auto e = string_at(obj, path + ".", key, *field, true))
+    if (auto e = tls.string(key, *field, true, config::block::presence::required))
       return invalid(e.message + " (anonymous TLS authenticates no node)");
   return check_tls_files(out, path);
 }
@@ -165,35 +115,39 @@ result<cluster_config> decode_cluster_config(const element& block) {
   object obj;
   if (block.get_object().get(obj) != simdjson::SUCCESS)
     return invalid("cluster must be an object");
-  if (auto e = only_keys(obj, "cluster.", {"node_id", "listen", "advertise", "etcd", "tls", "lease_ms",
-                                           "takeover_wait_ms", "uid_range"}))
+  config::block cluster{obj, "cluster.", ec::validation};
+  constexpr auto required = config::block::presence::required;
+  if (auto e = cluster.only_keys({"node_id", "listen", "advertise", "etcd", "tls", "lease_ms",
+                                  "takeover_wait_ms", "uid_range"}))
     return e;
   c.enabled = true;
-  if (auto e = string_at(obj, "cluster.", "node_id", c.node_id, true))
+  if (auto e = cluster.string("node_id", c.node_id, true, required))
     return e;
   if (!valid_node_id(c.node_id))
     return invalid("cluster.node_id must be 1-64 letters, digits, '-', '_' or '.'");
   std::string listen, advertise;
-  if (auto e = string_at(obj, "cluster.", "listen", listen, true))
+  if (auto e = cluster.string("listen", listen, true, required))
     return e;
   if (!host_port(listen, c.listen_host, c.listen_port))
     return invalid("cluster.listen must be HOST:PORT with a port 1-65535, got \"" + listen + "\"");
-  if (auto e = string_at(obj, "cluster.", "advertise", advertise, false))
+  if (auto e = cluster.string("advertise", advertise, true))
     return e;
   if (advertise.empty())
     advertise = listen;
   if (!host_port(advertise, c.advertise_host, c.advertise_port))
     return invalid("cluster.advertise must be HOST:PORT with a port 1-65535, got \"" + advertise + "\"");
-  element v;
-  if (obj["etcd"].get(v) != simdjson::SUCCESS || v.is_null())
+  auto v = cluster.get("etcd");
+  if (!v)
     return invalid("cluster.etcd is required");
-  object etcd;
-  if (v.get_object().get(etcd) != simdjson::SUCCESS)
+  object etcd_obj;
+  if (v->get_object().get(etcd_obj) != simdjson::SUCCESS)
     return invalid("cluster.etcd must be an object");
-  if (auto e = only_keys(etcd, "cluster.etcd.", {"endpoints", "prefix", "tls"}))
+  config::block etcd{etcd_obj, "cluster.etcd.", ec::validation};
+  if (auto e = etcd.only_keys({"endpoints", "prefix", "tls"}))
     return e;
   simdjson::dom::array endpoints;
-  if (etcd["endpoints"].get(v) != simdjson::SUCCESS || v.get_array().get(endpoints) != simdjson::SUCCESS)
+  if (element list; etcd_obj["endpoints"].get(list) != simdjson::SUCCESS
+                    || list.get_array().get(endpoints) != simdjson::SUCCESS)
     return invalid("cluster.etcd.endpoints must be a list of http:// or https:// URLs");
   for (auto item : endpoints) {
     std::string_view url;
@@ -211,27 +165,29 @@ result<cluster_config> decode_cluster_config(const element& block) {
   }
   if (c.etcd_endpoints.empty())
     return invalid("cluster.etcd.endpoints must name at least one etcd member");
-  if (auto e = string_at(etcd, "cluster.etcd.", "prefix", c.etcd_prefix, true))
+  if (auto e = etcd.string("prefix", c.etcd_prefix, true, required))
     return e;
   if (c.etcd_prefix.front() != '/' || c.etcd_prefix.back() == '/' || c.etcd_prefix.size() > 256)
     return invalid("cluster.etcd.prefix must start with '/', not end with one, and be at most 256 characters");
-  if (etcd["tls"].get(v) == simdjson::SUCCESS && !v.is_null()) {
+  if (auto tls = etcd.get("tls")) {
     cluster_tls t;
-    if (auto e = tls_at(v, "cluster.etcd.tls", t))
+    if (auto e = tls_at(*tls, "cluster.etcd.tls", t))
       return e;
     c.etcd_tls = t;
   }
-  if (obj["tls"].get(v) != simdjson::SUCCESS || v.is_null())
+  auto tls = cluster.get("tls");
+  if (!tls)
     return invalid("cluster.tls is required: certificate, key and ca_file (anonymous TLS authenticates no node)");
-  if (auto e = tls_at(v, "cluster.tls", c.tls))
+  if (auto e = tls_at(*tls, "cluster.tls", c.tls))
     return e;
-  if (auto e = int_at(obj, "cluster.", "lease_ms", 500, 60000, c.lease_ms))
+  if (auto e = cluster.integer("lease_ms", 500, 60000, c.lease_ms))
     return e;
-  if (auto e = int_at(obj, "cluster.", "takeover_wait_ms", 0, 600000, c.takeover_wait_ms))
+  if (auto e = cluster.integer("takeover_wait_ms", 0, 600000, c.takeover_wait_ms))
     return e;
-  if (obj["uid_range"].get(v) != simdjson::SUCCESS || v.is_null())
+  auto uids = cluster.get("uid_range");
+  if (!uids)
     return invalid("cluster.uid_range is required: [FIRST, LAST], allocated cluster-wide");
-  auto range = decode_uid_range(v);
+  auto range = decode_uid_range(*uids);
   if (!range)
     return invalid("cluster.uid_range must be [FIRST, LAST] with 1 <= FIRST <= LAST <= 4294967294");
   std::tie(c.uid_first, c.uid_last) = *range;
