@@ -33,6 +33,25 @@ worker_pool::worker_pool(size_t max_threads, std::chrono::milliseconds idle_exit
   : max_threads_{std::max<size_t>(max_threads, 1)}, idle_exit_{idle_exit}, spin_{spin} {
 }
 
+worker_pool::worker_pool(manual_t) : max_threads_{0}, idle_exit_{}, spin_{} {
+}
+
+size_t worker_pool::run_queued() {
+  size_t n = 0;
+  std::unique_lock lock{mtx_};
+  while (max_threads_ == 0 && !jobs_.empty()) {
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    queued_.store(jobs_.size(), std::memory_order_release);
+    lock.unlock();
+    run_job(job);
+    job = nullptr;
+    ++n;
+    lock.lock();
+  }
+  return n;
+}
+
 worker_pool::~worker_pool() {
   std::vector<std::thread> all;
   {
@@ -78,6 +97,8 @@ void worker_pool::submit(std::function<void()> job) {
       // A thread is spinning, waiting or between two jobs: it takes this one without a
       // new thread. A spinning thread sees it without a futex wake.
       wake = spinning_ == 0 && idle_ > 0;
+    } else if (max_threads_ == 0) {
+      // A manual pool: run_queued() takes it.
     } else if (!start_thread_locked()) {
       // With a thread alive the job still runs, only later; with none it never would.
       if (alive_ == 0) {

@@ -21,6 +21,13 @@ class worker_pool {
   explicit worker_pool(size_t max_threads = 1024,
                        std::chrono::milliseconds idle_exit = std::chrono::seconds{30},
                        std::chrono::microseconds spin = std::chrono::microseconds{50});
+  /// A pool that never starts a thread: its jobs wait until run_queued() runs them on
+  /// the caller's thread (a deterministic test runs an actor's blocking work where it
+  /// chooses).
+  struct manual_t {};
+  static constexpr manual_t manual{};
+  explicit worker_pool(manual_t);
+
   /// Stops accepting new work, runs every queued job and joins all threads. Must not
   /// run on one of the pool's own threads.
   ~worker_pool();
@@ -40,6 +47,9 @@ class worker_pool {
 
   /// Jobs queued and not yet started.
   size_t queued() const;
+
+  /// A manual pool's queued jobs, the ones they submit too, run here in order; how many.
+  size_t run_queued();
 
  private:
   void run();

@@ -207,4 +207,20 @@ BOOST_AUTO_TEST_CASE(zero_max_threads_still_runs_jobs) {
   BOOST_TEST(pool.threads() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_manual_pool_runs_its_jobs_only_when_asked_in_order) {
+  boxrt::worker_pool pool{boxrt::worker_pool::manual};
+  std::vector<int> ran;
+  pool.submit([&] {
+    ran.push_back(1);
+    pool.submit([&] { ran.push_back(3); }); // a follow-up runs in the same call
+  });
+  pool.submit([&] { ran.push_back(2); });
+  BOOST_TEST(ran.empty());
+  BOOST_TEST(pool.threads() == 0u);
+  BOOST_TEST(pool.queued() == 2u);
+  BOOST_TEST(pool.run_queued() == 3u);
+  BOOST_TEST((ran == std::vector<int>{1, 2, 3}));
+  BOOST_TEST(pool.run_queued() == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
