@@ -45,7 +45,7 @@ struct process_record {
   /// The session monitors it: the relay's end lets go of the process.
   caf::actor_addr holder;
   /// The holder is a relay of another cluster node: the pump that carries the stdio to
-  /// it (actors/stdio_pump.hpp); null otherwise. The session monitors it: the next relay
+  /// it (actors/cluster/stdio_pump.hpp); null otherwise. The session monitors it: the next relay
   /// is granted the process only once the last pump (and so its reading) has ended.
   stdio_pump_actor pump;
   caf::actor_addr draining;

@@ -7,8 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/caf_support.hpp"
+#include "actors/cluster/stdio_pump.hpp"
 #include "actors/pool_job.hpp"
-#include "actors/stdio_pump.hpp"
 
 namespace boxrt::session_detail {
 

@@ -15,16 +15,17 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/caf_support.hpp"
+#include "actors/cluster/tls_errors.hpp"
 #include "app/boxd_config.hpp"
-#include "messages/codec.hpp"
 #include "backends/mount_policy.hpp"
-#include "net/cluster/tls_errors.hpp"
 #include "backends/nsjail/nsjail.hpp"
 #include "backends/registry.hpp"
 #include "backends/sandbox/sandbox.hpp"
 #include "backends/state/admission_store.hpp"
+#include "backends/state/etcd_admission_store.hpp"
 #include "messages/base/pytext.hpp"
-#include "net/cluster/admission_store.hpp"
+#include "messages/codec.hpp"
+#include "net/etcd/client.hpp"
 
 namespace boxrt {
 
@@ -69,7 +70,7 @@ box_error validate_runtime_config(const runtime_config& rc) {
 
 std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runtime_config& rc_in,
                                              start_failure& failure) {
-  std::shared_ptr<net::cluster::node> cluster_node;
+  std::shared_ptr<cluster::node> cluster_node;
   auto fail = [&](box_error err, int code) -> std::shared_ptr<runtime_parts> {
     failure.error = std::move(err);
     failure.exit_code = code;
@@ -94,17 +95,19 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   // A cluster node (docs/cluster.md): its membership, ownership and admission state live
   // in etcd; its uids come from cluster.uid_range, reserved cluster-wide.
   if (rc.cluster.enabled) {
-    net::cluster::node_options no;
+    cluster::node_options no;
     no.node_id = rc.cluster.node_id;
     no.address = rc.cluster.advertise_host + ":" + std::to_string(rc.cluster.advertise_port);
-    no.etcd.endpoints = rc.cluster.etcd_endpoints;
+    net::etcd::options etcd;
+    etcd.endpoints = rc.cluster.etcd_endpoints;
     if (rc.cluster.etcd_tls)
-      no.etcd.tls = net::etcd::tls_files{rc.cluster.etcd_tls->certificate, rc.cluster.etcd_tls->key,
-                                         rc.cluster.etcd_tls->ca_file};
+      etcd.tls = net::etcd::tls_files{rc.cluster.etcd_tls->certificate, rc.cluster.etcd_tls->key,
+                                      rc.cluster.etcd_tls->ca_file};
+    no.store = net::etcd::connector(std::move(etcd));
     no.prefix = rc.cluster.etcd_prefix;
     no.lease = std::chrono::milliseconds{rc.cluster.lease_ms};
     no.takeover_wait = std::chrono::milliseconds{rc.cluster.takeover_wait_ms};
-    cluster_node = std::make_shared<net::cluster::node>(std::move(no));
+    cluster_node = std::make_shared<cluster::node>(std::move(no));
     host.uid_first = rc.cluster.uid_first;
     host.uid_last = rc.cluster.uid_last;
     host.cluster_node = rc.cluster.node_id;
@@ -260,7 +263,7 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   }
   // A cluster node's network side talks to its router, which reaches each workspace's
   // owner; the router starts a fresh directory whenever the node's lease changes.
-  net::cluster::router_args ra;
+  cluster::router_args ra;
   ra.self_node = cluster_node;
   ra.pool = parts->pool;
   ra.listen_host = rc.cluster.listen_host;
@@ -282,9 +285,9 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
   ra.spawn_local = [&sys, dargs, cluster_node] {
     auto args = dargs;
     auto lease = cluster_node->lease();
-    args.store = std::make_shared<net::cluster::etcd_admission_store>(
-      cluster_node->options().etcd, cluster_node->options().prefix,
-      [cluster_node, lease](const std::string& key) -> std::optional<net::cluster::fence> {
+    args.store = std::make_shared<cluster::etcd_admission_store>(
+      cluster_node->options().store, cluster_node->options().prefix,
+      [cluster_node, lease](const std::string& key) -> std::optional<cluster::fence> {
         if (lease == 0 || cluster_node->lease() != lease)
           return std::nullopt;
         return cluster_node->fence_of(key);
@@ -292,7 +295,7 @@ std::shared_ptr<runtime_parts> start_runtime(caf::actor_system& sys, const runti
     args.probe_gate = [cluster_node] { return cluster_node->serving(); };
     return spawn_directory(sys, std::move(args));
   };
-  auto started = net::cluster::runtime::start(sys, std::move(ra));
+  auto started = cluster::runtime::start(sys, std::move(ra));
   if (!started) {
     spdlog::critical("boxd: {}: {}", wire_class(started.error().code), started.error().message);
     return fail(started.error(), 2);
@@ -325,7 +328,7 @@ void configure(caf::actor_system_config& cfg, const runtime_config& rc) {
   cfg.set("middleman.workers", size_t{0});
   cfg.load<caf::openssl::manager>();
   // A stranger's failed handshake must not close healthy links (net/cluster/tls_errors).
-  if (!net::cluster::tls_error_queue_guarded())
+  if (!cluster::tls_error_queue_guarded())
     spdlog::warn("cluster: OpenSSL's calls are not guarded here (boxrt is not linked into the "
                  "executable): a peer that fails its TLS handshake may close healthy links");
   cfg.openssl_certificate = rc.cluster.tls.certificate;

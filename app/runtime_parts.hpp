@@ -6,11 +6,11 @@
 #include <atomic>
 #include <memory>
 
+#include "actors/cluster/router.hpp"
 #include "actors/directory.hpp"
 #include "app/runtime.hpp"
+#include "backends/cluster/node.hpp"
 #include "backends/linux/watchdog.hpp"
-#include "net/cluster/node.hpp"
-#include "net/cluster/router.hpp"
 
 namespace boxrt {
 
@@ -28,10 +28,10 @@ struct runtime_parts {
   std::shared_ptr<settings_snapshot> snapshot;
   std::shared_ptr<trusted_instance> trusted;
   /// A cluster node's parts (null otherwise).
-  std::shared_ptr<net::cluster::node> cluster_node;
+  std::shared_ptr<cluster::node> cluster_node;
   std::shared_ptr<deadline_relay> relay;
   std::unique_ptr<watchdog> dog;
-  std::unique_ptr<net::cluster::runtime> cluster;
+  std::unique_ptr<cluster::runtime> cluster;
   /// A cluster node keeps its first backend here too (its watchdog names its cgroups).
   backend_ptr backend;
 };

@@ -87,7 +87,7 @@ struct relay_request {
   uint64_t attach_wait_ms = 0;
   /// Attach only: the relay is not beside the process (a cluster node whose registry
   /// does not hold it): the session carries the stdio through a pump
-  /// (actors/stdio_pump.hpp).
+  /// (actors/cluster/stdio_pump.hpp).
   bool pump = false;
 };
 

@@ -328,7 +328,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, tick_atom, "tick")
   CAF_ADD_ATOM(boxrt, boxrt, reset_atom, "reset")
   // A stdio relay whose WebSocket is on another cluster node and the pump on the
-  // process's node (actors/stdio_pump.hpp).
+  // process's node (actors/cluster/stdio_pump.hpp).
   CAF_ADD_ATOM(boxrt, boxrt, pump_atom, "pump")
   CAF_ADD_ATOM(boxrt, boxrt, stdout_atom, "stdout")
   CAF_ADD_ATOM(boxrt, boxrt, stdin_atom, "stdin")

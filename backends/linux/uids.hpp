@@ -85,7 +85,7 @@ class uid_allocator {
   size_t assigned() const;
 
   /// Every uid held here, with its cluster reservation key (a workspace's real path or
-  /// "session:<sid>"): what a cluster node keeps reserved (net/cluster/node.hpp).
+  /// "session:<sid>"): what a cluster node keeps reserved (backends/cluster/node.hpp).
   std::map<uint32_t, std::string> held() const;
 
  private:

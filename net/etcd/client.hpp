@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/state/kv_store.hpp"
 #include "messages/error.hpp"
 
 namespace boxrt::net::etcd {
@@ -38,48 +39,32 @@ struct options {
   std::chrono::milliseconds timeout{2000};
 };
 
-struct key_value {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-  int64_t version = 0;
-  int64_t lease = 0;
-};
+using kv::create_outcome;
+using kv::key_value;
 
-/// What create() found.
-struct create_outcome {
-  /// True when this call created the key; its create revision is then `revision`.
-  bool created = false;
-  /// The store's revision after the call.
-  int64_t revision = 0;
-  /// The key as it was when it existed already.
-  std::optional<key_value> existing;
-};
-
-class client {
+class client final : public kv::store {
  public:
   explicit client(options o);
 
-  result<std::optional<key_value>> get(std::string_view key);
+  result<std::optional<key_value>> get(std::string_view key) override;
   /// Every key that starts with `prefix`, in key order.
-  result<std::vector<key_value>> list(std::string_view prefix);
+  result<std::vector<key_value>> list(std::string_view prefix) override;
   /// Returns the store's revision after the put. `lease` 0 = none.
-  result<int64_t> put(std::string_view key, std::string_view value, int64_t lease = 0);
+  result<int64_t> put(std::string_view key, std::string_view value, int64_t lease = 0) override;
   /// Puts `key` only when it does not exist (one transaction).
-  result<create_outcome> create(std::string_view key, std::string_view value, int64_t lease = 0);
+  result<create_outcome> create(std::string_view key, std::string_view value, int64_t lease = 0) override;
   /// Puts `key` only while `guard` exists with create revision `epoch` (a fenced write:
   /// an owner whose key was replaced writes nothing). False when the guard did not hold.
-  result<bool> put_fenced(std::string_view guard, int64_t epoch, std::string_view key, std::string_view value);
+  result<bool> put_fenced(std::string_view guard, int64_t epoch, std::string_view key, std::string_view value) override;
   /// True when the key existed.
-  result<bool> erase(std::string_view key);
+  result<bool> erase(std::string_view key) override;
 
   /// A new lease of `ttl` (whole seconds, at least 1); returns its id.
-  result<int64_t> grant(std::chrono::milliseconds ttl);
+  result<int64_t> grant(std::chrono::milliseconds ttl) override;
   /// Renews the lease once; returns its remaining TTL, 0 when the lease is gone.
-  result<std::chrono::milliseconds> keep_alive(int64_t lease);
+  result<std::chrono::milliseconds> keep_alive(int64_t lease) override;
   /// Ends the lease and deletes its keys. A lease that is gone already is no error.
-  box_error revoke(int64_t lease);
+  box_error revoke(int64_t lease) override;
 
  private:
   /// POSTs `body` to `path` on the first endpoint that answers; the response body.
@@ -95,8 +80,8 @@ class client {
   std::string tls_error_;
 };
 
-/// The base64 the gateway carries keys and values in.
-std::string base64_encode(std::string_view bytes);
-std::optional<std::string> base64_decode(std::string_view text);
+/// A connector for the cluster's state (backends/state/kv_store.hpp): each call opens a
+/// new client with `o`.
+kv::connector connector(options o);
 
 } // namespace boxrt::net::etcd

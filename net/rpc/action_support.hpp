@@ -27,10 +27,10 @@
 #include "actors/deadline.hpp"
 #include "backends/mount_policy.hpp"
 #include "backends/state/transfer_store.hpp"
+#include "messages/base/json.hpp"
 #include "messages/base/pytext.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_text.hpp"
-#include "messages/base/json.hpp"
 #include "messages/tenancy.hpp"
 
 namespace boxrt::net {
@@ -171,13 +171,6 @@ void do_backend_info(connection_env& env, const element&, const action_context*,
 
 void do_init(connection_env& env, const element& data, const action_context*, done_fn done);
 
-void do_grant(connection_env& env, const element& data, const action_context*, done_fn done);
-
-void do_revoke(connection_env& env, const element& data, const action_context*, done_fn done);
-
-void do_entitlement(connection_env& env, const element& data, const action_context*,
-                    done_fn done);
-
 bool valid_probe_name(std::string_view name);
 
 /// protocol.md §4.10.3 steps 2–7 (blocking: call on the pool).
@@ -190,10 +183,6 @@ void do_shutdown(connection_env& env, const element&, const action_context*, don
 // -- __file_chunk ---------------------------------------------------------------------
 
 bool valid_file_key(std::string_view key);
-
-/// Python's base64.b64decode(s, validate=True): the alphabet only, padding at the end.
-/// binascii.Error is a ValueError; its texts are kept.
-result<std::string> strict_base64(std::string_view s);
 
 /// Writes one chunk (blocking: call on the pool), unless the connection closed meanwhile.
 reply write_chunk(const std::shared_ptr<transfer_io>& io, const std::string& dir, const std::string& key,

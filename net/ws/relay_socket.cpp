@@ -1,9 +1,9 @@
 // The stdio relay of a managed process: one WebSocket joined to the process's stdin
 // and stdout (protocol.md §1.4), here or, in a cluster, on the node that owns the
-// workspace (through a pump there: actors/stdio_pump.hpp).
+// workspace (through a pump there: actors/cluster/stdio_pump.hpp).
 #include "net/ws/ws_outbox.hpp"
 
-#include "actors/stdio_pump.hpp"
+#include "actors/cluster/stdio_pump.hpp"
 
 namespace boxrt::net {
 

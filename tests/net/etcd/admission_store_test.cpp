@@ -1,24 +1,24 @@
 // The cluster's admission store against a real etcd: a record written by the workspace's
 // owner is read back by any node (also a new process: nothing is held locally), and once
 // the workspace has a new owner the old one's writes fail and change nothing.
-#include "net/cluster/admission_store.hpp"
+#include "backends/state/etcd_admission_store.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <map>
 
+#include "backends/cluster/ownership.hpp"
 #include "etcd_fixture.hpp"
-#include "net/cluster/ownership.hpp"
 
 using namespace boxrt::test;
-using namespace boxrt::net::cluster;
+using namespace boxrt::cluster;
 using namespace std::chrono_literals;
 
 BOOST_AUTO_TEST_SUITE(cluster_admission_store)
 
 BOOST_FIXTURE_TEST_CASE(only_the_current_owner_writes_and_every_node_reads, etcd_fixture) {
   boxrt::net::etcd::client c{opts};
-  ownership own{opts, "/boxrt/c1"};
+  ownership own{boxrt::net::etcd::connector(opts), "/boxrt/c1"};
   const std::string key = std::string{"instance-1\0workspace-a", 22};
   auto lease1 = c.grant(10s);
   BOOST_REQUIRE(lease1);
@@ -29,10 +29,10 @@ BOOST_FIXTURE_TEST_CASE(only_the_current_owner_writes_and_every_node_reads, etcd
     auto it = held.find(k);
     return it == held.end() ? std::nullopt : std::optional<fence>{it->second};
   };
-  etcd_admission_store n1{opts, "/boxrt/c1", fence_of};
+  etcd_admission_store n1{boxrt::net::etcd::connector(opts), "/boxrt/c1", fence_of};
   BOOST_TEST(!n1.put(key, "revision 1"));
   // Another node (or a restarted one) reads it from etcd.
-  etcd_admission_store reader{opts, "/boxrt/c1", [](const std::string&) { return std::optional<fence>{}; }};
+  etcd_admission_store reader{boxrt::net::etcd::connector(opts), "/boxrt/c1", [](const std::string&) { return std::optional<fence>{}; }};
   auto got = reader.get(key);
   BOOST_REQUIRE(got && *got);
   BOOST_TEST(**got == "revision 1");
@@ -52,7 +52,7 @@ BOOST_FIXTURE_TEST_CASE(only_the_current_owner_writes_and_every_node_reads, etcd
   BOOST_TEST(!stale.message.empty());
   BOOST_TEST(stale.message.find("lost the workspace") != std::string::npos, stale.message);
   BOOST_TEST(**reader.get(key) == "revision 1");
-  etcd_admission_store n2{opts, "/boxrt/c1", [&](const std::string&) {
+  etcd_admission_store n2{boxrt::net::etcd::connector(opts), "/boxrt/c1", [&](const std::string&) {
                             return std::optional<fence>{fence{own.owner_key("ws-a"), second->epoch}};
                           }};
   BOOST_TEST(!n2.put(key, "revision 2"));

@@ -2,21 +2,21 @@
 // only while the lease is proven, stops serving within its lease when etcd goes silent
 // (paused), registers again when etcd is back, and never shares its node_id with another
 // live process.
-#include "net/cluster/membership.hpp"
+#include "backends/cluster/membership.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include "etcd_fixture.hpp"
 
 using namespace boxrt::test;
-using boxrt::net::cluster::membership;
+using boxrt::cluster::membership;
 using namespace std::chrono_literals;
 
 namespace {
 
 membership::options member(const etcd_fixture& f, const std::string& node_id, std::chrono::milliseconds lease) {
   membership::options o;
-  o.etcd = f.opts;
+  o.store = boxrt::net::etcd::connector(f.opts);
   o.prefix = "/boxrt/c1";
   o.node_id = node_id;
   o.address = "127.0.0.1:7101";
@@ -39,7 +39,7 @@ BOOST_FIXTURE_TEST_CASE(a_node_registers_under_its_lease_and_leaves_when_it_stop
     BOOST_TEST(m.reason().empty());
     auto key = c.get("/boxrt/c1/members/n1");
     BOOST_REQUIRE(key && *key);
-    BOOST_TEST(boxrt::net::cluster::member_address((*key)->value) == "127.0.0.1:7101");
+    BOOST_TEST(boxrt::cluster::member_address((*key)->value) == "127.0.0.1:7101");
     BOOST_TEST((*key)->lease == m.lease_id());
   }
   // Gone with the node: its lease was revoked.

@@ -2,7 +2,7 @@
 // claim it at once, the owner key goes with the owner's lease, a takeover gets a higher
 // epoch, and a write fenced by the old epoch fails. Rendezvous hashing agrees on every
 // node and moves only the lost member's workspaces.
-#include "net/cluster/ownership.hpp"
+#include "backends/cluster/ownership.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -10,20 +10,20 @@
 #include <map>
 #include <memory>
 
+#include "backends/cluster/membership.hpp"
 #include "etcd_fixture.hpp"
-#include "net/cluster/membership.hpp"
 
 using namespace boxrt::test;
-using boxrt::net::cluster::membership;
-using boxrt::net::cluster::ownership;
-using boxrt::net::cluster::preferred_owner;
+using boxrt::cluster::membership;
+using boxrt::cluster::ownership;
+using boxrt::cluster::preferred_owner;
 using namespace std::chrono_literals;
 
 namespace {
 
 membership::options node(const etcd_fixture& f, const std::string& id) {
   membership::options o;
-  o.etcd = f.opts;
+  o.store = boxrt::net::etcd::connector(f.opts);
   o.prefix = "/boxrt/c1";
   o.node_id = id;
   o.address = "127.0.0.1:71" + id.substr(1);
@@ -60,7 +60,7 @@ BOOST_FIXTURE_TEST_CASE(concurrent_claims_make_one_owner_and_a_takeover_a_higher
   }
   for (auto& [id, m] : nodes)
     BOOST_REQUIRE_MESSAGE(m->wait_serving(true, 10s), id << ": " << m->reason());
-  ownership o1{opts, "/boxrt/c1"}, o2{opts, "/boxrt/c1"};
+  ownership o1{boxrt::net::etcd::connector(opts), "/boxrt/c1"}, o2{boxrt::net::etcd::connector(opts), "/boxrt/c1"};
   auto members = o1.members();
   BOOST_REQUIRE(members);
   BOOST_TEST(members->size() == 2u);
@@ -97,7 +97,7 @@ BOOST_FIXTURE_TEST_CASE(concurrent_claims_make_one_owner_and_a_takeover_a_higher
 
 BOOST_FIXTURE_TEST_CASE(a_key_of_this_node_under_an_older_lease_is_no_ownership, etcd_fixture) {
   boxrt::net::etcd::client c{opts};
-  ownership o{opts, "/boxrt/c1"};
+  ownership o{boxrt::net::etcd::connector(opts), "/boxrt/c1"};
   auto old_lease = c.grant(10s);
   auto new_lease = c.grant(10s);
   BOOST_REQUIRE(old_lease && new_lease);
@@ -116,7 +116,7 @@ BOOST_FIXTURE_TEST_CASE(a_key_of_this_node_under_an_older_lease_is_no_ownership,
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_without_a_lease_owns_nothing, etcd_fixture) {
-  ownership o{opts, "/boxrt/c1"};
+  ownership o{boxrt::net::etcd::connector(opts), "/boxrt/c1"};
   auto r = o.claim("ws-b", "n1", "127.0.0.1:711", 0);
   BOOST_TEST(!r);
   auto now = o.owner_of("ws-b");

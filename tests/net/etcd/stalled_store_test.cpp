@@ -6,13 +6,13 @@
 
 #include <chrono>
 
+#include "backends/cluster/ownership.hpp"
+#include "backends/state/etcd_admission_store.hpp"
 #include "etcd_fixture.hpp"
-#include "net/cluster/admission_store.hpp"
-#include "net/cluster/ownership.hpp"
 
 using namespace boxrt;
 using namespace boxrt::test;
-using namespace boxrt::net::cluster;
+using namespace boxrt::cluster;
 using namespace std::chrono_literals;
 
 BOOST_AUTO_TEST_SUITE(stalled_etcd)
@@ -20,7 +20,7 @@ BOOST_AUTO_TEST_SUITE(stalled_etcd)
 BOOST_FIXTURE_TEST_CASE(a_stalled_etcd_delays_no_other_workspace, etcd_fixture) {
   // This node owns every workspace of the test (one claim, its fence for every key).
   boxrt::net::etcd::client c{opts};
-  ownership own{opts, "/boxrt/stall"};
+  ownership own{boxrt::net::etcd::connector(opts), "/boxrt/stall"};
   auto lease = c.grant(30s);
   BOOST_REQUIRE(lease);
   auto claim = own.claim("ws", "n1", "127.0.0.1:7101", *lease);
@@ -28,7 +28,7 @@ BOOST_FIXTURE_TEST_CASE(a_stalled_etcd_delays_no_other_workspace, etcd_fixture) 
   fence held{own.owner_key("ws"), claim->epoch};
   core_fixture::options o;
   o.admission = true;
-  o.store = std::make_shared<etcd_admission_store>(opts, "/boxrt/stall",
+  o.store = std::make_shared<etcd_admission_store>(boxrt::net::etcd::connector(opts), "/boxrt/stall",
                                                    [held](const std::string&) { return std::optional<fence>{held}; });
   core_fixture f{o};
   BOOST_REQUIRE(f.call<entitlement_receipt>(entitle_atom_v, snapshot("workspace-b", 1, true)).ok());

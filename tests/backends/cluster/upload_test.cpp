@@ -7,11 +7,11 @@
 #include <iterator>
 #include <string>
 
-#include "net/cluster/upload.hpp"
+#include "backends/cluster/upload.hpp"
 #include "tests/backends/temp_dir.hpp"
 
 using namespace boxrt;
-using namespace boxrt::net::cluster;
+using namespace boxrt::cluster;
 namespace fs = std::filesystem;
 
 namespace {

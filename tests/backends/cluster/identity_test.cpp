@@ -7,11 +7,11 @@
 #include <fstream>
 #include <string>
 
-#include "net/cluster/identity.hpp"
+#include "backends/cluster/identity.hpp"
 #include "tests/backends/temp_dir.hpp"
 
 using namespace boxrt;
-using namespace boxrt::net::cluster;
+using namespace boxrt::cluster;
 namespace fs = std::filesystem;
 
 namespace {

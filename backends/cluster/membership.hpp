@@ -19,9 +19,9 @@
 #include <string>
 #include <thread>
 
-#include "net/etcd/client.hpp"
+#include "backends/state/kv_store.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 /// A member key's value for `address`, and the address in such a value ("" if none).
 std::string member_value(const std::string& address);
@@ -30,7 +30,7 @@ std::string member_address(const std::string& value);
 class membership {
  public:
   struct options {
-    etcd::options etcd;
+    kv::connector store;
     std::string prefix;   // "/boxrt/c1"
     std::string node_id;  // "n1"
     std::string address;  // the advertised HOST:PORT
@@ -64,10 +64,12 @@ class membership {
 
  private:
   void run();
+  /// A client of the store whose calls fit in a third of the lease.
+  std::unique_ptr<kv::store> client() const;
   /// Grants a lease and creates the member key under it. "" on success, else why.
-  std::string register_self(etcd::client& c);
+  std::string register_self(kv::store& c);
   /// "" while the member key is still this node's, else why not (the lease is given up).
-  std::string check_key(etcd::client& c);
+  std::string check_key(kv::store& c);
   void set_reason(std::string why);
   void fail_closed(std::string why);
 
@@ -82,4 +84,4 @@ class membership {
   std::thread thread_;
 };
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -14,15 +14,15 @@
 #include <string>
 
 #include "actors/actors.hpp"
+#include "backends/cluster/node.hpp"
 #include "messages/base/worker_pool.hpp"
 #include "messages/error.hpp"
-#include "net/cluster/node.hpp"
 
 namespace caf {
 class actor_system;
 } // namespace caf
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 struct router_args {
   std::shared_ptr<node> self_node;
@@ -36,13 +36,17 @@ struct router_args {
   /// Where uploads forwarded by other nodes are landed (a folder only boxd can write).
   std::string upload_dir;
   /// This node's TLS files (cluster.tls): a hello is signed with the key and carries the
-  /// certificate; a peer's hello is checked against the CA (net/cluster/identity.hpp).
+  /// certificate; a peer's hello is checked against the CA (backends/cluster/identity.hpp).
   std::string certificate;
   std::string key;
   std::string ca_file;
   /// Set by runtime::start: asks the linker to dial again now (a link was lost).
   std::function<void()> relink;
 };
+
+/// The router alone: no gate, no linker, no membership (runtime::start starts those).
+/// It spawns its first directory at once and routes by `args.self_node`.
+router_actor spawn_router(caf::actor_system& sys, router_args args);
 
 class runtime {
  public:
@@ -61,4 +65,4 @@ class runtime {
   std::unique_ptr<impl> impl_;
 };
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,4 +1,4 @@
-#include "net/cluster/membership.hpp"
+#include "backends/cluster/membership.hpp"
 
 #include <time.h>
 
@@ -6,7 +6,7 @@
 
 #include "messages/base/json.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 namespace {
 
@@ -46,9 +46,11 @@ std::string member_address(const std::string& value) {
   return std::string{address};
 }
 
-membership::membership(options o) : opts_(std::move(o)) {
+membership::membership(options o) : opts_(std::move(o)) {}
+
+std::unique_ptr<kv::store> membership::client() const {
   // A single call must never outlast the time the lease can vouch for.
-  opts_.etcd.timeout = std::min(opts_.etcd.timeout, opts_.lease / 3);
+  return opts_.store(opts_.lease / 3);
 }
 
 membership::~membership() {
@@ -61,8 +63,7 @@ membership::~membership() {
     thread_.join();
   valid_until_ = 0;
   if (auto lease = lease_.exchange(0); lease != 0) {
-    etcd::client c{opts_.etcd};
-    (void)c.revoke(lease);
+    (void)client()->revoke(lease);
   }
 }
 
@@ -115,8 +116,8 @@ bool membership::wait_serving(bool want, std::chrono::milliseconds timeout) cons
   }
 }
 
-std::string membership::register_self(etcd::client& c) {
-  auto refusal = [&](const etcd::key_value& kv) {
+std::string membership::register_self(kv::store& c) {
+  auto refusal = [&](const kv::key_value& kv) {
     return "node_id " + opts_.node_id + " is registered by another process (" + member_address(kv.value)
            + ", lease " + (kv.lease == 0 ? std::string{"none: it never expires"} : hex(kv.lease))
            + "); retrying until that lease ends (at most " + std::to_string(opts_.lease.count()) + " ms)";
@@ -144,7 +145,7 @@ std::string membership::register_self(etcd::client& c) {
   return {};
 }
 
-std::string membership::check_key(etcd::client& c) {
+std::string membership::check_key(kv::store& c) {
   auto kv = c.get(key());
   if (!kv)
     return kv.error().message;
@@ -160,7 +161,8 @@ std::string membership::check_key(etcd::client& c) {
 
 void membership::run() {
   using steady = std::chrono::steady_clock;
-  etcd::client c{opts_.etcd};
+  auto store = client();
+  auto& c = *store;
   const auto period = opts_.lease / 3;
   const auto retry = std::min<std::chrono::milliseconds>(period, std::chrono::milliseconds{150});
   const auto proven = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.lease * 2 / 3).count();
@@ -206,4 +208,4 @@ void membership::run() {
   }
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,12 +1,12 @@
-#include "net/cluster/admission_store.hpp"
+#include "backends/state/etcd_admission_store.hpp"
 
 #include "messages/base/hex.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
-etcd_admission_store::etcd_admission_store(etcd::options o, std::string prefix,
+etcd_admission_store::etcd_admission_store(const kv::connector& store, std::string prefix,
                                            std::function<std::optional<fence>(const std::string&)> fence_of)
-  : client_(std::move(o)), prefix_(std::move(prefix)), fence_of_(std::move(fence_of)) {
+  : client_(store()), prefix_(std::move(prefix)), fence_of_(std::move(fence_of)) {
 }
 
 std::string etcd_admission_store::record_key(const std::string& key) const {
@@ -16,7 +16,7 @@ std::string etcd_admission_store::record_key(const std::string& key) const {
 
 result<std::optional<std::string>> etcd_admission_store::get(const std::string& key) {
   std::lock_guard lock{mtx_};
-  auto kv = client_.get(record_key(key));
+  auto kv = client_->get(record_key(key));
   if (!kv)
     return kv.error();
   if (!*kv)
@@ -29,7 +29,7 @@ box_error etcd_admission_store::put(const std::string& key, const std::string& s
   if (!f || f->epoch <= 0)
     return box_error{ec::runtime_unavailable, "this node does not own the workspace: its admission state is not written"};
   std::lock_guard lock{mtx_};
-  auto written = client_.put_fenced(f->owner_key, f->epoch, record_key(key), state);
+  auto written = client_->put_fenced(f->owner_key, f->epoch, record_key(key), state);
   if (!written)
     return written.error();
   if (!*written)
@@ -38,4 +38,4 @@ box_error etcd_admission_store::put(const std::string& key, const std::string& s
   return {};
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

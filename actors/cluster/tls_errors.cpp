@@ -1,4 +1,4 @@
-#include "net/cluster/tls_errors.hpp"
+#include "actors/cluster/tls_errors.hpp"
 
 #include <dlfcn.h>
 
@@ -46,10 +46,10 @@ int SSL_connect(SSL* ssl) {
 
 } // extern "C"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 bool tls_error_queue_guarded() {
   return ::dlsym(RTLD_DEFAULT, "SSL_read") == reinterpret_cast<void*>(&SSL_read);
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "backends/state/admission_store.hpp"
-#include "net/etcd/client.hpp"
+#include "backends/state/kv_store.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 /// What fences a write of one record: the workspace's owner key and the epoch this node
 /// holds it by.
@@ -27,7 +27,7 @@ class etcd_admission_store final : public admission_store {
  public:
   /// `fence_of(record key)`: this node's fence for the record's workspace, nullopt when it
   /// does not own it (then put refuses).
-  etcd_admission_store(etcd::options o, std::string prefix,
+  etcd_admission_store(const kv::connector& store, std::string prefix,
                        std::function<std::optional<fence>(const std::string&)> fence_of);
 
   result<std::optional<std::string>> get(const std::string& key) override;
@@ -38,9 +38,9 @@ class etcd_admission_store final : public admission_store {
 
  private:
   std::mutex mtx_; // the client is not thread-safe; supervisors call from many threads
-  etcd::client client_;
+  std::unique_ptr<kv::store> client_;
   std::string prefix_;
   std::function<std::optional<fence>(const std::string&)> fence_of_;
 };
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

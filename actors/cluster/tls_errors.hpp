@@ -9,11 +9,11 @@
 // call in the process starts from an empty queue, as OpenSSL's documentation asks.
 #pragma once
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 /// True when CAF's OpenSSL calls reach the definitions above (the executable exports them
 /// because libcaf_openssl refers to them); false when the process resolved them elsewhere
 /// first (an embedder that loads boxrt in a shared object), which cluster mode then logs.
 bool tls_error_queue_guarded();
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -2,7 +2,7 @@
 // owner per workspace namespace, the key `<prefix>/owners/<ns>` = {"node_id", "address"},
 // created only if absent and bound to the owner's lease, so it goes when the owner's lease
 // does. The key's create revision is the ownership epoch: a takeover creates the key
-// again, with a higher one, and writes fenced by an older epoch fail (etcd::client::
+// again, with a higher one, and writes fenced by an older epoch fail (kv::store::
 // put_fenced). The preferred owner is chosen by rendezvous hashing over the members.
 #pragma once
 
@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "net/etcd/client.hpp"
+#include "backends/state/kv_store.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 /// The member of `members` that prefers `ns` most (highest sha256 of ns and node id):
 /// every node computes the same answer from the same members, and losing a member moves
@@ -32,7 +32,7 @@ struct owner {
 
 class ownership {
  public:
-  ownership(etcd::options o, std::string prefix);
+  ownership(const kv::connector& store, std::string prefix);
 
   /// The key a workspace's owner holds.
   std::string owner_key(std::string_view ns) const { return prefix_ + "/owners/" + std::string{ns}; }
@@ -50,8 +50,8 @@ class ownership {
   result<std::map<std::string, std::string>> members();
 
  private:
-  etcd::client client_;
+  std::unique_ptr<kv::store> client_;
   std::string prefix_;
 };
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,4 +1,4 @@
-#include "net/cluster/node.hpp"
+#include "backends/cluster/node.hpp"
 
 #include <charconv>
 
@@ -7,7 +7,7 @@
 #include "messages/base/json.hpp"
 #include "messages/tenancy.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 namespace {
 
@@ -27,7 +27,7 @@ node::node(node_options o) : opts_(std::move(o)) {
 
 void node::start(std::function<void(int64_t)> on_deadline) {
   membership::options m;
-  m.etcd = opts_.etcd;
+  m.store = opts_.store;
   m.prefix = opts_.prefix;
   m.node_id = opts_.node_id;
   m.address = opts_.address;
@@ -167,7 +167,7 @@ std::string node::status_json() const {
 
 result<std::string> node::owner_json(const std::string& instance, const std::string& workspace) const {
   auto ns = box_namespace(instance, workspace);
-  ownership o{opts_.etcd, opts_.prefix};
+  ownership o{opts_.store, opts_.prefix};
   auto current = o.owner_of(ns);
   if (!current)
     return current.error();
@@ -190,7 +190,8 @@ int node::reserve_uid(uint32_t uid, const std::string& key, bool session) {
   // reservation. A node that is not a member starts no session.
   if (session && lease() == 0)
     return -1;
-  etcd::client c{opts_.etcd};
+  auto store = opts_.store();
+  auto& c = *store;
   auto value = uid_value(opts_.node_id, key);
   auto made = c.create(opts_.prefix + "/uids/" + std::to_string(uid), value);
   if (!made)
@@ -199,14 +200,16 @@ int node::reserve_uid(uint32_t uid, const std::string& key, bool session) {
 }
 
 void node::release_uid(uint32_t uid, const std::string& key) {
-  etcd::client c{opts_.etcd};
+  auto store = opts_.store();
+  auto& c = *store;
   auto path = opts_.prefix + "/uids/" + std::to_string(uid);
   if (auto kv = c.get(path); kv && *kv && (*kv)->value == uid_value(opts_.node_id, key))
     (void)c.erase(path);
 }
 
 void node::reconcile_uids(const std::map<uint32_t, std::string>& held) {
-  etcd::client c{opts_.etcd};
+  auto store = opts_.store();
+  auto& c = *store;
   const auto dir = opts_.prefix + "/uids/";
   auto listed = c.list(dir);
   if (!listed) {
@@ -250,7 +253,8 @@ result<std::string> node::pin_instance(std::string_view id) {
     if (!pinned_.empty())
       return pinned_;
   }
-  etcd::client c{opts_.etcd};
+  auto store = opts_.store();
+  auto& c = *store;
   auto made = c.create(opts_.prefix + "/trusted-instance", id);
   if (!made)
     return made.error();
@@ -268,7 +272,8 @@ std::optional<std::string> node::pinned_instance() {
     if (!pinned_.empty())
       return pinned_;
   }
-  etcd::client c{opts_.etcd};
+  auto store = opts_.store();
+  auto& c = *store;
   auto kv = c.get(opts_.prefix + "/trusted-instance");
   if (!kv)
     return std::nullopt;
@@ -279,4 +284,4 @@ std::optional<std::string> node::pinned_instance() {
   return pinned_;
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,4 +1,4 @@
-#include "net/cluster/upload.hpp"
+#include "backends/cluster/upload.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -10,7 +10,7 @@
 
 #include "messages/base/unique_fd.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 void carry_upload(skill_request& req) {
   if (req.file_path.empty() || !req.file_bytes.empty())
@@ -43,4 +43,4 @@ box_error land_upload(skill_request& req, const std::string& dir, bool from_remo
   return {};
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,4 +1,4 @@
-#include "net/cluster/router.hpp"
+#include "actors/cluster/router.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -21,11 +21,11 @@
 
 #include "actors/caf_support.hpp"
 #include "actors/pool_job.hpp"
+#include "backends/cluster/identity.hpp"
+#include "backends/cluster/upload.hpp"
 #include "messages/tenancy.hpp"
-#include "net/cluster/identity.hpp"
-#include "net/cluster/upload.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 namespace {
 
@@ -196,7 +196,7 @@ void resolve(self_ptr self, const std::string& ns) {
   alive.push_back(nd->id());
   auto job = [nd, ns, alive, claim_any] {
     using out = std::tuple<std::string, std::string, int64_t, int64_t, std::string, std::string>;
-    ownership o{nd->options().etcd, nd->options().prefix};
+    ownership o{nd->options().store, nd->options().prefix};
     auto current = o.owner_of(ns);
     if (!current)
       return out{ns, "", 0, 0, "", current.error().message};
@@ -292,7 +292,7 @@ void forward_to(self_ptr self, caf::typed_response_promise<Reply> rp, const runt
       });
 }
 
-/// Only a skill upload carries a file between nodes (net/cluster/upload.hpp): on the
+/// Only a skill upload carries a file between nodes (backends/cluster/upload.hpp): on the
 /// entry node its file is read into the request (`land` false), on the owner written to a
 /// file of its own (`land` true). Both run on the worker pool, never in the router; `next`
 /// runs here with the outcome, `req` changed in place.
@@ -477,8 +477,7 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
       st.storing.emplace(token, std::pair{rp, std::move(cfg)});
       auto nd = st.args.self_node;
       auto job = [nd, bytes = std::move(bytes)] {
-        etcd::client c{nd->options().etcd};
-        auto put = c.put(nd->init_key(), std::string_view{bytes.data(), bytes.size()});
+        auto put = nd->options().store()->put(nd->init_key(), std::string_view{bytes.data(), bytes.size()});
         if (!put)
           return "Box cluster cannot store box_init in etcd: " + put.error().message;
         int64_t seen = nd->init_revision.load();
@@ -605,7 +604,7 @@ gate_impl::behavior_type gate_behavior(gate_impl::stateful_pointer<gate_state> s
           nd->add_refusal({id, address, why});
           return why;
         }
-        ownership o{nd->options().etcd, nd->options().prefix};
+        ownership o{nd->options().store, nd->options().prefix};
         auto members = o.members();
         if (!members)
           why = "etcd cannot tell whether it is a member: " + members.error().message;
@@ -746,8 +745,7 @@ struct runtime::impl {
 
   /// A box_init stored by another node since the last one applied here.
   void apply_stored_init(ownership&) {
-    etcd::client c{nd->options().etcd};
-    auto kv = c.get(nd->init_key());
+    auto kv = nd->options().store()->get(nd->init_key());
     if (!kv || !*kv || (*kv)->mod_revision <= nd->init_revision.load())
       return;
     nd->init_revision = (*kv)->mod_revision;
@@ -764,7 +762,7 @@ struct runtime::impl {
   void run_linker() {
     const auto period = nd->options().lease / 3;
     for (;;) {
-      ownership o{nd->options().etcd, nd->options().prefix};
+      ownership o{nd->options().store, nd->options().prefix};
       auto members = o.members();
       if (members) {
         nd->set_registered(*members, true);
@@ -787,6 +785,10 @@ struct runtime::impl {
     }
   }
 };
+
+router_actor spawn_router(caf::actor_system& sys, router_args args) {
+  return sys.spawn(router_behavior, std::move(args));
+}
 
 result<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, router_args args) {
   std::unique_ptr<runtime> rt{new runtime};
@@ -813,7 +815,7 @@ result<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, router_a
     files.ca_file = args.ca_file;
     im.tls = std::make_shared<const router_args>(std::move(files));
   }
-  im.router = sys.spawn(router_behavior, std::move(args));
+  im.router = spawn_router(sys, std::move(args));
   im.gate = sys.spawn(gate_behavior, im.nd, caf::actor_cast<caf::actor>(im.router), pool, ca_file);
   auto published = caf::openssl::publish(caf::actor_cast<gate_actor>(im.gate), port, host.c_str(), true);
   if (!published) {
@@ -846,4 +848,4 @@ runtime_actor runtime::router() const {
   return caf::actor_cast<runtime_actor>(impl_->router);
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -9,7 +9,7 @@
 #include "messages/error.hpp"
 #include "messages/requests.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 /// The most a forwarded upload may carry: box.limits.max_rpc_file_bytes' own ceiling.
 inline constexpr size_t max_forwarded_upload = 104857600;
@@ -25,4 +25,4 @@ void carry_upload(skill_request& req);
 /// max_forwarded_upload; BoxRuntimeUnavailableError when the file cannot be written.
 box_error land_upload(skill_request& req, const std::string& dir, bool from_remote);
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,4 +1,4 @@
-#include "net/cluster/identity.hpp"
+#include "backends/cluster/identity.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -15,7 +15,7 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 namespace {
 
@@ -157,4 +157,4 @@ std::string check_hello(const std::string& ca_file, const std::string& certifica
   return {};
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -9,7 +9,7 @@
 
 #include "messages/error.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 /// What a hello's signature covers: the gate's node id and fresh nonce, and the dialer's
 /// node id and address, so a signature answers one challenge of one gate only.
@@ -31,4 +31,4 @@ std::string check_hello(const std::string& ca_file, const std::string& certifica
 /// The PEM text of a file (a node's own certificate), or "" when it cannot be read.
 std::string read_pem(const std::string& path);
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

@@ -1,5 +1,5 @@
 // The process's end of a stdio relay on another cluster node (stdio_pump.hpp).
-#include "actors/stdio_pump.hpp"
+#include "actors/cluster/stdio_pump.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -16,18 +16,18 @@
 #include <string_view>
 #include <vector>
 
-#include "net/cluster/admission_store.hpp"
-#include "net/cluster/membership.hpp"
-#include "net/cluster/ownership.hpp"
-#include "net/etcd/client.hpp"
+#include "backends/cluster/membership.hpp"
+#include "backends/cluster/ownership.hpp"
+#include "backends/state/etcd_admission_store.hpp"
+#include "backends/state/kv_store.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 struct node_options {
   std::string node_id;
   /// HOST:PORT other nodes reach this one at.
   std::string address;
-  etcd::options etcd;
+  kv::connector store;
   std::string prefix;
   std::chrono::milliseconds lease{3000};
   std::chrono::milliseconds takeover_wait{5000};
@@ -135,4 +135,4 @@ class node {
   std::string pinned_;
 };
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster

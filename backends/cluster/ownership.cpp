@@ -1,13 +1,13 @@
-#include "net/cluster/ownership.hpp"
+#include "backends/cluster/ownership.hpp"
 
-#include "net/cluster/membership.hpp"
+#include "backends/cluster/membership.hpp"
 
 #include <simdjson.h>
 
 #include "messages/base/json.hpp"
 #include "messages/tenancy.hpp"
 
-namespace boxrt::net::cluster {
+namespace boxrt::cluster {
 
 namespace {
 
@@ -17,7 +17,7 @@ std::string encode_owner(const std::string& node_id, const std::string& address)
   return w.take();
 }
 
-result<owner> decode_owner(const etcd::key_value& kv) {
+result<owner> decode_owner(const kv::key_value& kv) {
   simdjson::dom::parser parser;
   simdjson::dom::object obj;
   std::string_view node_id, address;
@@ -43,11 +43,12 @@ std::string preferred_owner(std::string_view ns, const std::vector<std::string>&
   return best;
 }
 
-ownership::ownership(etcd::options o, std::string prefix) : client_(std::move(o)), prefix_(std::move(prefix)) {
+ownership::ownership(const kv::connector& store, std::string prefix)
+  : client_(store()), prefix_(std::move(prefix)) {
 }
 
 result<std::optional<owner>> ownership::owner_of(std::string_view ns) {
-  auto kv = client_.get(owner_key(ns));
+  auto kv = client_->get(owner_key(ns));
   if (!kv)
     return kv.error();
   if (!*kv)
@@ -62,7 +63,7 @@ result<owner> ownership::claim(std::string_view ns, const std::string& node_id, 
                                int64_t lease) {
   if (lease == 0)
     return box_error{ec::runtime_unavailable, "node " + node_id + " holds no lease to own a workspace with"};
-  auto made = client_.create(owner_key(ns), encode_owner(node_id, address), lease);
+  auto made = client_->create(owner_key(ns), encode_owner(node_id, address), lease);
   if (!made)
     return made.error();
   if (made->created)
@@ -79,7 +80,7 @@ result<owner> ownership::claim(std::string_view ns, const std::string& node_id, 
 }
 
 result<std::map<std::string, std::string>> ownership::members() {
-  auto listed = client_.list(prefix_ + "/members/");
+  auto listed = client_->list(prefix_ + "/members/");
   if (!listed)
     return listed.error();
   std::map<std::string, std::string> out;
@@ -90,4 +91,4 @@ result<std::map<std::string, std::string>> ownership::members() {
   return out;
 }
 
-} // namespace boxrt::net::cluster
+} // namespace boxrt::cluster
