@@ -43,7 +43,7 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   relay_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
                 std::string peer, std::string label, relay_request target,
                 std::shared_ptr<process_registry::entry> entry)
-    : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
+    : ws_outbox(srv, std::move(stream), std::move(req), std::move(peer)),
       label_(std::move(label)), target_(std::move(target)), entry_(std::move(entry)),
       remote_(!entry_) {}
 
@@ -84,23 +84,18 @@ class relay_session final : public session_base, private ws_outbox<relay_session
       return;
     }
     // The reference offers `mcp`; a client that asks for no subprotocol gets none.
-    prepare_accept(ws_, srv_.opts.max_message_bytes,
-                   {.deflate = true,
+    accept_upgrade({.deflate = true,
                     .idle = relay_idle_timeout,
-                    .mcp = offers_mcp(sv(req_[http::field::sec_websocket_protocol]))});
-    ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
+                    .mcp = offers_mcp(sv(req_[http::field::sec_websocket_protocol]))},
+                   "relay accept");
   }
 
-  void on_accept(beast::error_code ec) {
-    if (!upgraded(ec, "relay accept"))
-      return;
+  void on_upgraded() {
     spdlog::info("net: {}: relay open for {}", peer_, label_);
     // Reading from the start notices a client that leaves while it waits; its frames
     // queue for stdin until the relay is attached.
     do_read();
-    if (close_)
-      maybe_close();
-    else
+    if (!close_)
       attach();
   }
 
@@ -446,10 +441,6 @@ class relay_session final : public session_base, private ws_outbox<relay_session
       spdlog::info("net: {}: relay for {} closed ({})", peer_, label_, why);
   }
 
-  server_core& srv_;
-  websocket::stream<beast::tcp_stream> ws_;
-  http::request<http::string_body> req_;
-  std::string peer_;
   std::string label_;  // "session <id> process <pid>" for the log
   /// Who is asked for the attachment (physical session, process) and how long to wait.
   relay_request target_;
@@ -474,11 +465,6 @@ class relay_session final : public session_base, private ws_outbox<relay_session
   bool reading_stdout_ = false;
   bool read_paused_ = false;
   bool stdin_busy_ = false;
-  bool accepted_ = false;
-  bool closing_ = false;
-  bool finished_ = false;
-  /// The connection slot reserved by the HTTP session is ours to release.
-  bool counted_ = true;
 };
 
 } // namespace

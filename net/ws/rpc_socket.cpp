@@ -68,7 +68,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
  public:
   ws_session(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
              std::string peer, std::string instance)
-    : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)),
+    : ws_outbox(srv, std::move(stream), std::move(req), std::move(peer)),
       instance_(std::move(instance)), paused_(ws_.get_executor()), stall_(ws_.get_executor()) {}
 
   ~ws_session() override {
@@ -159,17 +159,12 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     // Beast compresses inside its write, on this I/O thread: a 12 MiB reply would hold
     // up every connection of the thread, so the offer is declined unless configured.
     // No idle timeout: the client's own heartbeat (box_health) is not required.
-    prepare_accept(ws_, srv_.opts.max_message_bytes, {.deflate = srv_.opts.compression});
-    ws_.async_accept(req_, [s = self()](beast::error_code ec) { s->on_accept(ec); });
+    accept_upgrade({.deflate = srv_.opts.compression}, "accept");
   }
 
-  void on_accept(beast::error_code ec) {
-    if (!upgraded(ec, "accept"))
-      return;
+  void on_upgraded() {
     spdlog::info("net: {}: RPC connection open (instance {})", peer_, instance_);
     maybe_read();
-    if (close_)
-      maybe_close();
   }
 
   /// Reads the next message unless a read is pending or reading is paused (the actor's
@@ -334,11 +329,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     }
   }
 
-  server_core& srv_;
-  websocket::stream<beast::tcp_stream> ws_;
-  http::request<http::string_body> req_;
   beast::flat_buffer buffer_;
-  std::string peer_;
   std::string instance_;
   caf::actor actor_;
   std::shared_ptr<ws_handle> handle_;
@@ -356,11 +347,6 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
   bool out_paused_ = false;
   /// The stall time ran out: the connection is closing with 1008.
   bool stalled_ = false;
-  bool accepted_ = false;
-  bool closing_ = false;
-  bool finished_ = false;
-  /// The connection slot reserved by the HTTP session is ours to release.
-  bool counted_ = true;
 };
 
 void ws_handle::send(std::string text, bool reply) {

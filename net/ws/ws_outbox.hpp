@@ -8,15 +8,18 @@ namespace boxrt::net {
 
 /// The write side both WebSocket sessions share (the RPC socket and the stdio relay):
 /// one write queue, one write outstanding at a time, and a close that waits for every
-/// message queued before it. `Derived` provides ws_, req_ (the upgrade), peer_, accepted_, closing_,
-/// finished_, self(), finish(why) and the hooks after_enqueue(), after_write() (a write
+/// message queued before it. It holds what both sessions share (the server, the socket,
+/// the upgrade request, the peer and the life-cycle flags); `Derived` provides self(),
+/// finish(why), on_upgraded() and the hooks after_enqueue(), after_write() (a write
 /// completed), reply_done() (a reply left the queue, written or dropped) and
 /// close_requested() (a close was asked for), plus the log labels write_what and
 /// close_what.
 template <class Derived>
 class ws_outbox {
  protected:
-  ws_outbox() = default;
+  ws_outbox(server_core& srv, beast::tcp_stream&& stream, http::request<http::string_body> req,
+            std::string peer)
+    : srv_(srv), ws_(std::move(stream)), req_(std::move(req)), peer_(std::move(peer)) {}
   ~ws_outbox() { account(-static_cast<int64_t>(queued_bytes_)); }
 
   /// Keeps boxd_outbound_queue_bytes in step with queued_bytes_.
@@ -30,7 +33,7 @@ class ws_outbox {
 
   void enqueue(std::string text, bool reply = false) {
     auto& d = derived();
-    if (d.closing_ || d.finished_ || close_) {
+    if (closing_ || finished_ || close_) {
       if (reply)
         d.reply_done();
       return;
@@ -62,8 +65,8 @@ class ws_outbox {
     else
       overtaken_ = 0;   // a large message goes: the small ones start counting again
     writing_ = true;
-    d.ws_.text(true);
-    d.ws_.async_write(asio::buffer(queue_.front().text),
+    ws_.text(true);
+    ws_.async_write(asio::buffer(queue_.front().text),
                       [s = d.self()](beast::error_code ec, size_t) { s->on_write(ec); });
   }
 
@@ -71,9 +74,9 @@ class ws_outbox {
     auto& d = derived();
     writing_ = false;
     if (ec) {
-      fail(ec, Derived::write_what, d.peer_);
+      fail(ec, Derived::write_what, peer_);
       drop_queued();
-      beast::get_lowest_layer(d.ws_).close();
+      beast::get_lowest_layer(ws_).close();
       d.finish(ec.message());
       return;
     }
@@ -106,24 +109,30 @@ class ws_outbox {
       std::deque<queued>{}.swap(queue_);
   }
 
-  /// The upgrade's accept finished: the request is dropped, and false means it failed
-  /// (logged as `what`, the session finished).
-  bool upgraded(beast::error_code ec, const char* what) {
+  /// Accepts the upgrade in req_ with `o`'s rules. When it is done the request is
+  /// dropped; a failure is logged as `what` and finishes the session, a success calls
+  /// d.on_upgraded() and then closes if a close was asked for meanwhile.
+  void accept_upgrade(const accept_options& o, const char* what) {
     auto& d = derived();
-    d.req_ = {};
-    if (ec) {
-      fail(ec, what, d.peer_);
-      d.finish("upgrade failed");
-      return false;
-    }
-    d.accepted_ = true;
-    return true;
+    prepare_accept(ws_, srv_.opts.max_message_bytes, o);
+    ws_.async_accept(req_, [s = d.self(), what](beast::error_code ec) {
+      s->req_ = {};
+      if (ec) {
+        fail(ec, what, s->peer_);
+        s->finish("upgrade failed");
+        return;
+      }
+      s->accepted_ = true;
+      s->on_upgraded();
+      if (s->close_)
+        s->maybe_close();
+    });
   }
 
   /// Closes after every message queued so far.
   void request_close(uint16_t code, std::string reason) {
     auto& d = derived();
-    if (d.closing_ || d.finished_ || close_)
+    if (closing_ || finished_ || close_)
       return;
     close_ = websocket::close_reason{static_cast<websocket::close_code>(code), reason};
     d.close_requested();
@@ -132,10 +141,10 @@ class ws_outbox {
 
   void maybe_close() {
     auto& d = derived();
-    if (!d.accepted_ || writing_ || !queue_.empty() || d.closing_ || d.finished_)
+    if (!accepted_ || writing_ || !queue_.empty() || closing_ || finished_)
       return;
-    d.closing_ = true;
-    d.ws_.async_close(*close_, [s = d.self()](beast::error_code ec) {
+    closing_ = true;
+    ws_.async_close(*close_, [s = d.self()](beast::error_code ec) {
       if (ec)
         fail(ec, Derived::close_what, s->peer_);
       s->finish("closed by server");
@@ -158,6 +167,17 @@ class ws_outbox {
   size_t peak_bytes_ = 0;
   std::optional<websocket::close_reason> close_;
   bool writing_ = false;
+
+  server_core& srv_;
+  websocket::stream<beast::tcp_stream> ws_;
+  /// The upgrade request, dropped once accepted.
+  http::request<http::string_body> req_;
+  std::string peer_;
+  bool accepted_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+  /// The connection slot reserved by the HTTP session is the session's to release.
+  bool counted_ = true;
 
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }
