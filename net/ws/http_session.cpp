@@ -185,24 +185,13 @@ class http_session final : public session_base {
     }
     version_ = req.version();
     keep_alive_ = req.keep_alive();
-    waiting_ = true;
-    timer_.expires_after(std::chrono::seconds{10});
-    timer_.async_wait([s = self()](beast::error_code ec) {
-      if (!ec)
-        s->on_cluster_owner(box_error{ec::runtime_unavailable, "etcd did not answer in time"});
-    });
-    srv_.pool->submit([weak = std::weak_ptr<http_session>{self()}, gate = srv_.gate, cluster,
-                       instance = *instance, workspace = *workspace] {
-      auto answer = cluster->owner(instance, workspace);
-      gate->post(weak, [answer = std::move(answer)](http_session& s) mutable { s.on_cluster_owner(std::move(answer)); });
-    });
+    off_io<result<std::string>>(
+      [cluster, instance = *instance, workspace = *workspace] { return cluster->owner(instance, workspace); },
+      owner_wait, box_error{ec::runtime_unavailable, "etcd did not answer in time"},
+      [](http_session& s, result<std::string> answer) { s.on_cluster_owner(std::move(answer)); });
   }
 
   void on_cluster_owner(result<std::string> answer) {
-    if (!waiting_)
-      return;
-    waiting_ = false;
-    timer_.cancel();
     if (answer)
       write(make_response(http::status::ok, version_, keep_alive_, "application/json", std::move(*answer)));
     else {
@@ -256,8 +245,8 @@ class http_session final : public session_base {
       return;
     }
     auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
-    off_io([pins = srv_.pins, instance] { return pins->settle(instance) == verdict::admit; },
-           [held, instance](http_session& s, bool admitted) mutable {
+    off_io<bool>([pins = srv_.pins, instance] { return pins->settle(instance) == verdict::admit; },
+           pin_wait, false, [held, instance](http_session& s, bool admitted) mutable {
              s.rpc_checked(std::move(*held), std::move(instance), admitted);
            });
   }
@@ -283,7 +272,7 @@ class http_session final : public session_base {
       return;
     }
     auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
-    off_io([pins = srv_.pins, instance] { return pins->pin(instance); },
+    off_io<bool>([pins = srv_.pins, instance] { return pins->pin(instance); }, pin_wait, false,
            [held, instance](http_session& s, bool pinned) mutable {
              s.rpc_pinned(std::move(*held), std::move(instance), pinned);
            });
@@ -299,35 +288,43 @@ class http_session final : public session_base {
     start_rpc_socket(srv_, std::move(stream_), std::move(req), peer_, std::move(instance));
   }
 
-  /// Runs `job` (a read or write of the cluster's pin: it may wait for etcd) on the
-  /// worker pool, then `next` with its outcome on this session's strand; false when it
-  /// did not finish within pin_wait.
-  void off_io(std::function<bool()> job, std::function<void(http_session&, bool)> next) {
+  /// Waits for an answer off this I/O thread: the first of resume() and `wait` passing
+  /// wins, and `late` runs in the second case. The timer is what keeps this session
+  /// alive (inside the io_context) meanwhile.
+  void suspend(std::chrono::steady_clock::duration wait, std::function<void(http_session&)> late) {
+    waiting_ = true;
+    timer_.expires_after(wait);
+    timer_.async_wait([s = self(), late = std::move(late)](beast::error_code ec) {
+      if (!ec)
+        s->resume(late);
+    });
+  }
+
+  /// Runs `step` on this strand if the session still waits (see suspend).
+  void resume(const std::function<void(http_session&)>& step) {
+    if (!waiting_)
+      return;
+    waiting_ = false;
+    timer_.cancel();
+    step(*this);
+  }
+
+  /// Runs `job` (it may wait for etcd) on the worker pool, then `next` with its value on
+  /// this session's strand, or with `late` when it did not finish within `wait`.
+  template <class T>
+  void off_io(std::function<T()> job, std::chrono::steady_clock::duration wait, T late,
+              std::function<void(http_session&, T)> next) {
     if (!srv_.pool) {
       next(*this, job());
       return;
     }
-    waiting_ = true;
-    pin_next_ = std::move(next);
-    // The timer is what keeps this session alive (inside the io_context) meanwhile.
-    timer_.expires_after(pin_wait);
-    timer_.async_wait([s = self()](beast::error_code ec) {
-      if (!ec)
-        s->on_pin_work(false);
+    suspend(wait, [next, late = std::move(late)](http_session& s) { next(s, late); });
+    srv_.pool->submit([weak = std::weak_ptr<http_session>{self()}, gate = srv_.gate,
+                       job = std::move(job), next = std::move(next)] {
+      gate->post(weak, [value = job(), next](http_session& s) mutable {
+        s.resume([&](http_session& at) { next(at, std::move(value)); });
+      });
     });
-    srv_.pool->submit([weak = std::weak_ptr<http_session>{self()}, gate = srv_.gate, job = std::move(job)] {
-      bool ok = job();
-      gate->post(weak, [ok](http_session& s) { s.on_pin_work(ok); });
-    });
-  }
-
-  void on_pin_work(bool ok) {
-    if (!waiting_ || !pin_next_)
-      return;
-    waiting_ = false;
-    timer_.cancel();
-    auto next = std::exchange(pin_next_, nullptr);
-    next(*this, ok);
   }
 
   /// Checks 1 to 3 of protocol.md §1.4 (the directory runs 4 to 9), all before the upgrade.
@@ -337,8 +334,8 @@ class http_session final : public session_base {
     // the worker pool (once: nothing pinned anywhere is an answer too).
     if (!pin_read && !srv_.pins->settled()) {
       auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
-      off_io([pins = srv_.pins] { return pins->settle("") != verdict::unknown; },
-             [held, session, process](http_session& s, bool) mutable {
+      off_io<bool>([pins = srv_.pins] { return pins->settle("") != verdict::unknown; }, pin_wait,
+             false, [held, session, process](http_session& s, bool) mutable {
                s.handle_relay(std::move(*held), std::move(session), std::move(process), true);
              });
       return;
@@ -367,18 +364,16 @@ class http_session final : public session_base {
   /// Asks the directory for checks 4 to 9 without blocking this I/O thread.
   void ask_relay(http::request<http::string_body> req, relay_request r, std::string label) {
     relay_ = pending_relay{std::move(req), r, std::move(label)};
-    waiting_ = true;
-    // The timer is what keeps this session alive (inside the io_context) meanwhile.
-    timer_.expires_after(relay_verdict_timeout + std::chrono::seconds{1});
-    timer_.async_wait([s = self()](beast::error_code ec) {
-      if (!ec)
-        s->on_verdict(relay_verdict{503, make_box_error(ec::runtime_unavailable,
-                                                        "Box runtime request timed out")});
+    suspend(relay_verdict_timeout + std::chrono::seconds{1}, [](http_session& s) {
+      s.on_verdict(relay_verdict{503, make_box_error(ec::runtime_unavailable,
+                                                     "Box runtime request timed out")});
     });
     auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
                     std::shared_ptr<io_gate> gate, runtime_actor dir, relay_request r) {
       auto deliver = [weak, gate](relay_verdict v) {
-        gate->post(weak, [v = std::move(v)](http_session& s) mutable { s.on_verdict(std::move(v)); });
+        gate->post(weak, [v = std::move(v)](http_session& s) mutable {
+          s.resume([&](http_session& at) { at.on_verdict(std::move(v)); });
+        });
       };
       ask->request(dir, relay_verdict_timeout, relay_atom_v, std::move(r))
         .then([deliver](relay_verdict& v) { deliver(std::move(v)); },
@@ -394,10 +389,8 @@ class http_session final : public session_base {
   }
 
   void on_verdict(relay_verdict v) {
-    if (!waiting_ || !relay_)
+    if (!relay_)
       return;
-    waiting_ = false;
-    timer_.cancel();
     auto pending = std::move(*relay_);
     relay_.reset();
     auto& req = pending.req;
@@ -475,20 +468,14 @@ class http_session final : public session_base {
     kind_ = kind;
     version_ = version;
     keep_alive_ = keep_alive;
-    waiting_ = true;
-    // The timer is what keeps this session alive (inside the io_context) meanwhile.
-    timer_.expires_after(health_timeout + std::chrono::seconds{1});
-    timer_.async_wait([s = self()](beast::error_code ec) {
-      if (!ec)
-        s->on_health(std::nullopt);
-    });
+    suspend(health_timeout + std::chrono::seconds{1}, [](http_session& s) { s.on_health(std::nullopt); });
     // The arguments travel as spawn arguments: CAF 0.17 dereferences an empty argument
     // tuple for a spawn without any (harmless, but UBSan reports it).
     auto asker = [](caf::event_based_actor* ask, std::weak_ptr<http_session> weak,
                     std::shared_ptr<io_gate> gate, runtime_actor dir) {
       auto deliver = [weak, gate](std::optional<health_info> info) {
         gate->post(weak, [info = std::move(info)](http_session& s) mutable {
-          s.on_health(std::move(info));
+          s.resume([&](http_session& at) { at.on_health(std::move(info)); });
         });
       };
       ask->request(dir, health_timeout, health_atom_v)
@@ -499,10 +486,6 @@ class http_session final : public session_base {
   }
 
   void on_health(std::optional<health_info> info) {
-    if (!waiting_)
-      return;
-    waiting_ = false;
-    timer_.cancel();
     auto body = render_probe(kind_ == probe::live, info, srv_.ws_count.load(),
                              srv_.cluster ? srv_.cluster->node_id : std::string{});
     write(make_response(body.ok ? http::status::ok : http::status::service_unavailable, version_,
@@ -540,9 +523,8 @@ class http_session final : public session_base {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::steady_timer timer_;
+  /// Between suspend() and resume() (or the timeout).
   bool waiting_ = false;
-  /// What follows a read or write of the cluster's pin (off_io).
-  std::function<void(http_session&, bool)> pin_next_;
   std::optional<pending_relay> relay_;
   probe kind_ = probe::live;
   unsigned version_ = 11;

@@ -66,6 +66,8 @@ inline constexpr auto stop_force = std::chrono::seconds{2};
 /// How long a handshake waits for a read or write of a cluster's pin (etcd's calls are
 /// bounded by its own timeout, 2 s; a pin that cannot be read refuses).
 inline constexpr auto pin_wait = std::chrono::seconds{10};
+/// How long GET /cluster/owner waits for etcd's answer.
+inline constexpr auto owner_wait = std::chrono::seconds{10};
 /// How long a relay handshake waits for the directory's verdict (checks 4 to 9).
 inline constexpr auto relay_verdict_timeout = std::chrono::seconds{10};
 /// A relay pings a silent client after half of this and drops it after all of it
