@@ -20,6 +20,7 @@
 
 #include <simdjson.h>
 
+#include "app/cli_flags.hpp"
 #include "messages/base/json.hpp"
 #include "net/ws/client.hpp"
 
@@ -334,47 +335,33 @@ int run_shared(const options& opts, const tcp::resolver::results_type& endpoints
 
 int main(int argc, char** argv) {
   options opts;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "boxbench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--url")
-      opts.url = next();
-    else if (a == "--token")
-      opts.token = next();
-    else if (a == "--instance")
-      opts.instance = next();
-    else if (a == "--workspace")
-      opts.workspace = next();
-    else if (a == "--action")
-      opts.action = next();
-    else if (a == "--cmd")
-      opts.cmd = next();
-    else if (a == "--load-cmd")
-      opts.load_cmd = next();
-    else if (a == "--load-inflight")
-      opts.load_inflight = std::stoul(next());
-    else if (a == "--connections")
-      opts.connections = std::stoul(next());
-    else if (a == "--workspace-per-connection")
-      opts.workspace_per_connection = true;
-    else if (a == "--json")
-      opts.json = true;
-    else if (a == "-h" || a == "--help") {
+  std::vector<std::string> args{argv + 1, argv + argc};
+  size_t at = 0;
+  try {
+    at = boxrt::cli::read_flags(args, 0,
+                                {{"--url", &opts.url},
+                                 {"--token", &opts.token},
+                                 {"--instance", &opts.instance},
+                                 {"--workspace", &opts.workspace},
+                                 {"--action", &opts.action},
+                                 {"--cmd", &opts.cmd},
+                                 {"--load-cmd", &opts.load_cmd},
+                                 {"--load-inflight", &opts.load_inflight},
+                                 {"--connections", &opts.connections},
+                                 {"--workspace-per-connection", &opts.workspace_per_connection},
+                                 {"--json", &opts.json},
+                                 {"--seconds", &opts.seconds}});
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "boxbench: %s\n", e.what());
+    return 2;
+  }
+  if (at < args.size()) {
+    if (args[at] == "-h" || args[at] == "--help") {
       std::fputs(usage, stdout);
       return 0;
     }
-    else if (a == "--seconds")
-      opts.seconds = std::stod(next());
-    else {
-      std::fprintf(stderr, "boxbench: unknown argument %s\n%s", a.c_str(), usage);
-      return 2;
-    }
+    std::fprintf(stderr, "boxbench: unknown argument %s\n%s", args[at].c_str(), usage);
+    return 2;
   }
   std::string host, port, path;
   if (!boxrt::net::parse_ws_url(opts.url, host, port, path)) {

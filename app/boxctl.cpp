@@ -11,6 +11,7 @@
 
 #include <simdjson.h>
 
+#include "app/cli_flags.hpp"
 #include "messages/base/json.hpp"
 #include "net/ws/client.hpp"
 
@@ -133,32 +134,19 @@ int main(int argc, char** argv) {
   std::string workspace = "default";
   int64_t generation = 1;
   size_t i = 0;
-  for (; i < args.size(); ++i) {
-    auto& a = args[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= args.size())
-        throw std::runtime_error(a + " needs a value");
-      return args[++i];
-    };
-    try {
-      if (a == "--url")
-        opts.url = next();
-      else if (a == "--token")
-        opts.token = next();
-      else if (a == "--instance")
-        opts.instance = next();
-      else if (a == "--workspace")
-        workspace = next();
-      else if (a == "--generation")
-        generation = std::stoll(next());
-      else if (a == "-h" || a == "--help") {
-        std::cout << usage;
-        return 0;
-      } else
-        break;
-    } catch (const std::exception& e) {
-      return fail(std::string{"boxctl: "} + e.what() + "\n" + usage);
-    }
+  try {
+    i = cli::read_flags(args, 0,
+                        {{"--url", &opts.url},
+                         {"--token", &opts.token},
+                         {"--instance", &opts.instance},
+                         {"--workspace", &workspace},
+                         {"--generation", &generation}});
+  } catch (const std::invalid_argument& e) {
+    return fail(std::string{"boxctl: "} + e.what() + "\n" + usage);
+  }
+  if (i < args.size() && (args[i] == "-h" || args[i] == "--help")) {
+    std::cout << usage;
+    return 0;
   }
   if (i >= args.size())
     return fail(std::string{"boxctl: no command\n"} + usage);
