@@ -51,29 +51,20 @@ read_status read_frame(int fd, std::string& payload, clock_type::time_point dead
 
 read_status write_frame(int fd, std::string_view data, clock_type::time_point deadline,
                         const std::atomic<bool>* stop) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno != EAGAIN)
-      return read_status::closed;
+  auto status = read_status::closed;
+  auto room = [&] {
     if (stop && stop->load())
-      return read_status::closed;
+      return false;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
-    if (left <= 0)
-      return read_status::timeout;
+    if (left <= 0) {
+      status = read_status::timeout;
+      return false;
+    }
     pollfd p{fd, POLLOUT, 0};
     auto rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 200)));
-    if (rc < 0 && errno != EINTR)
-      return read_status::closed;
-    if (rc > 0 && (p.revents & (POLLERR | POLLHUP)) != 0)
-      return read_status::closed;
-  }
-  return read_status::ok;
+    return !(rc < 0 && errno != EINTR) && !(rc > 0 && (p.revents & (POLLERR | POLLHUP)) != 0);
+  };
+  return write_all(fd, data, room) ? read_status::ok : status;
 }
 
 uint32_t max_reply_bytes(int64_t max_output_bytes) {

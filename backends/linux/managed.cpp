@@ -4,6 +4,7 @@
 #include "backends/linux/child.hpp"
 #include "backends/linux/output.hpp"
 #include "messages/base/pytext.hpp"
+#include "messages/base/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -146,27 +147,15 @@ void fd_managed_process::drain_stderr() {
 
 bool fd_managed_process::write_stdin(std::string_view data) {
   std::lock_guard lock{stdin_mtx_};
-  while (!data.empty()) {
-    if (in_fd_ < 0)
-      return false;
-    auto n = ::write(in_fd_, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno != EAGAIN)
-      return false; // EPIPE: nobody reads any more
+  if (in_fd_ < 0)
+    return false;
+  // EPIPE ends it (nobody reads any more), and so does a close of stdin meanwhile.
+  return write_all(in_fd_, data, [&] {
     pollfd p[2] = {{in_fd_, POLLOUT, 0}, {stdin_wake_, POLLIN, 0}};
     if (::poll(p, 2, -1) < 0 && errno != EINTR)
       return false;
-    if (p[1].revents != 0)
-      return false; // stdin is being closed
-    if ((p[0].revents & (POLLERR | POLLHUP)) != 0)
-      return false;
-  }
-  return true;
+    return p[1].revents == 0 && (p[0].revents & (POLLERR | POLLHUP)) == 0;
+  });
 }
 
 void fd_managed_process::close_stdin() {

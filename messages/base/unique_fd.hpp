@@ -1,6 +1,6 @@
 // One owned file descriptor, closed when its owner goes (the one RAII descriptor of the
 // tree; nothing else calls close() on a descriptor it stores), and the one write-all
-// loop. Standard library and POSIX only: boxrt-init includes it too.
+// loop (blocking and non-blocking). Standard library and POSIX only: boxrt-init includes it too.
 #pragma once
 
 #include <unistd.h>
@@ -51,6 +51,26 @@ inline bool write_all(int fd, std::string_view data) {
     if (n <= 0)
       return false;
     data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+/// The same for a non-blocking `fd`: when it is full, `wait()` runs (it polls for room,
+/// or for a reason to stop) and the write goes on while it returns true.
+template <class Wait>
+bool write_all(int fd, std::string_view data, Wait&& wait) {
+  while (!data.empty()) {
+    auto n = ::write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno != EAGAIN)
+      return false;
+    if (!wait())
+      return false;
   }
   return true;
 }
