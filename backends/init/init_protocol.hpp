@@ -184,9 +184,58 @@ class reader {
 
   bool done() const { return rest_.empty(); }
 
+  // Chained reading into a message: each step after a failure does nothing, and ok()
+  // says whether every step succeeded and nothing is left over.
+
+  /// The kind field, which must be `kind`.
+  reader& tag(std::string_view kind) {
+    good_ = good_ && field() == std::optional<std::string_view>{kind};
+    return *this;
+  }
+  reader& into(std::string& out) {
+    auto f = good_ ? field() : std::nullopt;
+    good_ = good_ && f;
+    if (f)
+      out = *f;
+    return *this;
+  }
+  template <class Integer>
+  reader& into(Integer& out) {
+    auto n = good_ ? number() : std::nullopt;
+    good_ = good_ && n;
+    if (n)
+      out = static_cast<Integer>(*n);
+    return *this;
+  }
+  /// A count (0 to 4096) and that many fields.
+  reader& into(std::vector<std::string>& out) {
+    int64_t n = -1;
+    into(n);
+    good_ = good_ && n >= 0 && n <= 4096;
+    for (int64_t i = 0; good_ && i < n; ++i)
+      into(out.emplace_back());
+    return *this;
+  }
+  bool ok() const { return good_ && done(); }
+
  private:
   std::string_view rest_;
+  bool good_ = true;
 };
+
+/// Writes a list as its count and its fields (what reader::into reads back).
+inline writer& put_list(writer& w, const std::vector<std::string>& xs) {
+  w.number(static_cast<int64_t>(xs.size()));
+  for (auto& x : xs)
+    w.field(x);
+  return w;
+}
+
+/// The message `r` when the chained reads of `rd` all succeeded, else nullopt.
+template <class Message>
+std::optional<Message> read_if(const reader& rd, Message&& r) {
+  return rd.ok() ? std::optional<Message>{std::move(r)} : std::nullopt;
+}
 
 /// The kind of a request payload ("exec", "spawn", "kill"); "" when malformed.
 inline std::string_view request_kind(std::string_view payload) {
@@ -197,33 +246,15 @@ inline std::string_view request_kind(std::string_view payload) {
 
 inline std::string encode(const exec_request& r) {
   writer w;
-  w.field("exec").field(r.workdir).field(r.cmd).number(r.max_output_bytes).number(static_cast<int64_t>(r.env.size()));
-  for (auto& e : r.env)
-    w.field(e);
-  return w.frame();
+  w.field("exec").field(r.workdir).field(r.cmd).number(r.max_output_bytes);
+  return put_list(w, r.env).frame();
 }
 
 inline std::optional<exec_request> decode_request(std::string_view payload) {
   reader rd{payload};
   exec_request r;
-  if (rd.field() != std::optional<std::string_view>{"exec"})
-    return std::nullopt;
-  auto wd = rd.field();
-  auto cmd = rd.field();
-  auto max = rd.number();
-  auto n = rd.number();
-  if (!wd || !cmd || !max || !n || *n < 0 || *n > 4096)
-    return std::nullopt;
-  r.workdir = *wd;
-  r.cmd = *cmd;
-  r.max_output_bytes = *max;
-  for (int64_t i = 0; i < *n; ++i) {
-    auto e = rd.field();
-    if (!e)
-      return std::nullopt;
-    r.env.emplace_back(*e);
-  }
-  return rd.done() ? std::optional{std::move(r)} : std::nullopt;
+  rd.tag("exec").into(r.workdir).into(r.cmd).into(r.max_output_bytes).into(r.env);
+  return read_if(rd, std::move(r));
 }
 
 inline std::string encode(const exec_reply& r) {
@@ -236,65 +267,23 @@ inline std::string encode(const exec_reply& r) {
 inline std::optional<exec_reply> decode_reply(std::string_view payload) {
   reader rd{payload};
   exec_reply r;
-  auto tag = rd.field();
-  auto code = rd.number();
-  auto out = rd.field();
-  auto out_total = rd.number();
-  auto err = rd.field();
-  auto err_total = rd.number();
-  auto ms = rd.number();
-  auto error = rd.field();
-  if (!tag || *tag != "result" || !code || !out || !out_total || !err || !err_total || !ms || !error
-      || !rd.done())
-    return std::nullopt;
-  r.exit_code = *code;
-  r.stdout_kept = *out;
-  r.stdout_total = static_cast<uint64_t>(*out_total);
-  r.stderr_kept = *err;
-  r.stderr_total = static_cast<uint64_t>(*err_total);
-  r.duration_ms = *ms;
-  r.error = *error;
-  return r;
+  rd.tag("result").into(r.exit_code).into(r.stdout_kept).into(r.stdout_total).into(r.stderr_kept);
+  rd.into(r.stderr_total).into(r.duration_ms).into(r.error);
+  return read_if(rd, std::move(r));
 }
 
 inline std::string encode(const spawn_request& r) {
   writer w;
   w.field("spawn").number(r.id).field(r.name).field(r.command).field(r.cwd);
-  w.number(static_cast<int64_t>(r.args.size()));
-  for (auto& a : r.args)
-    w.field(a);
-  w.number(static_cast<int64_t>(r.env.size()));
-  for (auto& e : r.env)
-    w.field(e);
-  return w.frame();
+  put_list(w, r.args);
+  return put_list(w, r.env).frame();
 }
 
 inline std::optional<spawn_request> decode_spawn(std::string_view payload) {
   reader rd{payload};
   spawn_request r;
-  auto kind = rd.field();
-  auto id = rd.number();
-  auto name = rd.field();
-  auto cmd = rd.field();
-  auto cwd = rd.field();
-  if (kind != std::optional<std::string_view>{"spawn"} || !id || !name || !cmd || !cwd)
-    return std::nullopt;
-  r.id = *id;
-  r.name = *name;
-  r.command = *cmd;
-  r.cwd = *cwd;
-  for (auto* list : {&r.args, &r.env}) {
-    auto n = rd.number();
-    if (!n || *n < 0 || *n > 4096)
-      return std::nullopt;
-    for (int64_t i = 0; i < *n; ++i) {
-      auto f = rd.field();
-      if (!f)
-        return std::nullopt;
-      list->emplace_back(*f);
-    }
-  }
-  return rd.done() ? std::optional{std::move(r)} : std::nullopt;
+  rd.tag("spawn").into(r.id).into(r.name).into(r.command).into(r.cwd).into(r.args).into(r.env);
+  return read_if(rd, std::move(r));
 }
 
 inline std::string encode(const kill_request& r) {
@@ -303,13 +292,9 @@ inline std::string encode(const kill_request& r) {
 
 inline std::optional<kill_request> decode_kill(std::string_view payload) {
   reader rd{payload};
-  auto kind = rd.field();
-  auto id = rd.number();
-  auto name = rd.field();
-  auto sig = rd.number();
-  if (kind != std::optional<std::string_view>{"kill"} || !id || !name || !sig || !rd.done())
-    return std::nullopt;
-  return kill_request{*id, std::string{*name}, *sig};
+  kill_request r;
+  rd.tag("kill").into(r.id).into(r.name).into(r.signal);
+  return read_if(rd, std::move(r));
 }
 
 inline std::string encode(const control_reply& r) {
@@ -318,13 +303,9 @@ inline std::string encode(const control_reply& r) {
 
 inline std::optional<control_reply> decode_control_reply(std::string_view payload) {
   reader rd{payload};
-  auto tag = rd.field();
-  auto id = rd.number();
-  auto pid = rd.number();
-  auto error = rd.field();
-  if (tag != std::optional<std::string_view>{"reply"} || !id || !pid || !error || !rd.done())
-    return std::nullopt;
-  return control_reply{*id, *pid, std::string{*error}};
+  control_reply r;
+  rd.tag("reply").into(r.id).into(r.pid).into(r.error);
+  return read_if(rd, std::move(r));
 }
 
 inline std::string ready_frame() {
