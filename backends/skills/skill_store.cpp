@@ -246,6 +246,7 @@ namespace {
 
 /// A request path inside a package (§11.6), resolved beneath the package's folder.
 struct resolved_path {
+  skill owner;          // the skill named
   tree store;           // the store root
   unique_fd package;    // the package folder
   std::string relative; // normalized relative form, "/"-separated ("." = the package)
@@ -253,8 +254,13 @@ struct resolved_path {
   std::string shown;    // its host path, for messages
 };
 
-result<resolved_path> resolve_in_package(const std::string& store_root, const skill& s, const std::string& path,
+/// The skill called `name` (a validation error when there is none) and `path` inside it.
+result<resolved_path> resolve_in_package(store& skills, const std::string& name, const std::string& path,
                                          bool expect_directory) {
+  auto current = skills.existing(name);
+  if (!current)
+    return current.error();
+  const skill& s = *current;
   if (s.package_root.empty())
     return invalid("Skill \"" + s.name + "\" has no package_root");
   resolved_path out;
@@ -270,7 +276,7 @@ result<resolved_path> resolve_in_package(const std::string& store_root, const sk
   // outside (as in the reference).
   if (!expect_directory && out.relative == ".")
     return invalid("path must stay within the skill package root");
-  auto t = open_store(store_root, false);
+  auto t = open_store(skills.root(), false);
   if (!t)
     return t.error();
   out.store = std::move(*t);
@@ -278,6 +284,7 @@ result<resolved_path> resolve_in_package(const std::string& store_root, const sk
   if (!out.package)
     return invalid("Skill \"" + s.name + "\" package directory is unavailable");
   out.shown = s.package_root + (out.relative == "." ? "" : "/" + out.relative);
+  out.owner = std::move(*current);
   return out;
 }
 
@@ -292,10 +299,7 @@ result<std::string> store::list_files(const std::string& name, const std::string
   if (max_entries <= 0)
     return invalid("max_entries must be a positive integer");
   max_entries = std::min(max_entries, limits::max_list_entries);
-  auto current = existing(name);
-  if (!current)
-    return current.error();
-  auto where = resolve_in_package(root_, *current, path, true);
+  auto where = resolve_in_package(*this, name, path, true);
   if (!where)
     return where.error();
   auto dir = beneath::open(where->package.get(), where->relative, O_RDONLY | O_DIRECTORY, links::inside);
@@ -313,7 +317,7 @@ result<std::string> store::list_files(const std::string& name, const std::string
   const bool at_root = where->relative == ".";
   json::writer w;
   w.begin_object();
-  skill_ref(w, current->name);
+  skill_ref(w, where->owner.name);
   w.key("base_path").value(at_root ? std::string{"."} : where->relative);
   w.key("entries").begin_array();
   int64_t count = 0;
@@ -347,10 +351,7 @@ result<std::string> store::list_files(const std::string& name, const std::string
 }
 
 result<std::string> store::read_file(const std::string& name, const std::string& path) {
-  auto current = existing(name);
-  if (!current)
-    return current.error();
-  auto where = resolve_in_package(root_, *current, path, false);
+  auto where = resolve_in_package(*this, name, path, false);
   if (!where)
     return where.error();
   // O_NONBLOCK: a FIFO under the name must not hang a worker; it is refused below.
@@ -370,17 +371,14 @@ result<std::string> store::read_file(const std::string& name, const std::string&
     return invalid("Skill file " + where->relative + " is not valid UTF-8 text");
   json::writer w;
   w.begin_object();
-  skill_ref(w, current->name);
+  skill_ref(w, where->owner.name);
   w.key("path").value(where->relative).key("content").value(universal_newlines(*data));
   w.end_object();
   return w.take();
 }
 
 result<std::string> store::write_file(const std::string& name, const std::string& path, const std::string& content) {
-  auto current = existing(name);
-  if (!current)
-    return current.error();
-  auto where = resolve_in_package(root_, *current, path, false);
+  auto where = resolve_in_package(*this, name, path, false);
   if (!where)
     return where.error();
   if (content.size() > limits::text_file_bytes)
@@ -390,13 +388,13 @@ result<std::string> store::write_file(const std::string& name, const std::string
     auto parent = where->relative.substr(0, slash);
     if (auto e = beneath::make_dirs(where->package.get(), parent, 0755, links::inside); e != 0)
       return e == EXDEV ? invalid("path must stay within the skill package root")
-                        : os_error(e, current->package_root + "/" + parent);
+                        : os_error(e, where->owner.package_root + "/" + parent);
   }
   if (auto err = write_text(where->package.get(), where->relative, content, where->shown))
     return err;
   json::writer w;
   w.begin_object();
-  skill_ref(w, current->name);
+  skill_ref(w, where->owner.name);
   w.key("path").value(where->relative);
   w.key("bytes_written").value(static_cast<int64_t>(content.size()));
   w.end_object();

@@ -139,10 +139,15 @@ void check_seq_id(const fields& f, const element& root, envelope& env,
     return;
   }
   const element& e = *f.seq_id;
+  auto refuse = [&](const char* msg, const char* type) {
+    errors.push_back(error_for("seq_id", msg, type, e));
+  };
+  static constexpr const char* too_large =
+    "Unable to parse input string as an integer, exceeded maximum size";
   if (auto s = py::stand_in(e)) {
     env.seq_id = echo_stand_in(*s);
     if (is_non_finite(*s))
-      errors.push_back(error_for("seq_id", "Input should be a finite number", "finite_number", e));
+      refuse("Input should be a finite number", "finite_number");
     return;
   }
   switch (e.type()) {
@@ -153,15 +158,10 @@ void check_seq_id(const fields& f, const element& root, envelope& env,
       const double d = e.get_double().value_unsafe();
       env.seq_id = json::float_repr(d);
       if (d != std::trunc(d))
-        errors.push_back(error_for("seq_id",
-                                   "Input should be a valid integer, got a number with a "
-                                   "fractional part",
-                                   "int_from_float", e));
+        refuse("Input should be a valid integer, got a number with a fractional part",
+               "int_from_float");
       else if (d >= 9223372036854775808.0 || d < -9223372036854775808.0)
-        errors.push_back(error_for("seq_id",
-                                   "Unable to parse input string as an integer, exceeded "
-                                   "maximum size",
-                                   "int_parsing_size", e));
+        refuse(too_large, "int_parsing_size");
       return;
     }
     case element_type::STRING: {
@@ -178,23 +178,16 @@ void check_seq_id(const fields& f, const element& root, envelope& env,
       switch (parse_int_text(e.get_string().value_unsafe())) {
         case int_text::ok: return;
         case int_text::invalid:
-          errors.push_back(error_for("seq_id",
-                                     "Input should be a valid integer, unable to parse string "
-                                     "as an integer",
-                                     "int_parsing", e));
+          refuse("Input should be a valid integer, unable to parse string as an integer",
+                 "int_parsing");
           return;
-        case int_text::too_long:
-          errors.push_back(error_for("seq_id",
-                                     "Unable to parse input string as an integer, exceeded "
-                                     "maximum size",
-                                     "int_parsing_size", e));
-          return;
+        case int_text::too_long: refuse(too_large, "int_parsing_size"); return;
       }
       return;
     }
     default:
       env.seq_id = simdjson::minify(e);
-      errors.push_back(error_for("seq_id", "Input should be a valid integer", "int_type", e));
+      refuse("Input should be a valid integer", "int_type");
   }
 }
 
