@@ -9,242 +9,119 @@
 #include "messages/models.hpp"
 #include "messages/requests.hpp"
 
+/// CAF's `inspect` for a message type: every member in declaration order. The
+/// structured binding must name all of them, so a member added to a type and not here
+/// does not compile (it would otherwise silently stay behind on another node).
+#define BOXRT_INSPECT(T, ...)                                  \
+  template <class Inspector>                                    \
+  typename Inspector::result_type inspect(Inspector& f, T& x) { \
+    auto& [__VA_ARGS__] = x;                                    \
+    return f(caf::meta::type_name(#T), __VA_ARGS__);            \
+  }
+
 namespace boxrt {
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, box_error& x) {
-  return f(caf::meta::type_name("box_error"), x.code, x.message);
-}
+BOXRT_INSPECT(box_error, code, message)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, mount_spec& x) {
-  return f(caf::meta::type_name("mount_spec"), x.host_path, x.mount_path, x.mode, x.content_digest,
-           x.manifest_path, x.runtime_owned);
-}
+BOXRT_INSPECT(mount_spec, host_path, mount_path, mode, content_digest, manifest_path, runtime_owned)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, box_spec& x) {
-  return f(caf::meta::type_name("box_spec"), x.cmd, x.workdir, x.timeout_sec, x.network,
-           x.session_id, x.env, x.image, x.host_path, x.host_path_mode, x.mount_path,
-           x.extra_mounts, x.skill_name, x.persistent, x.cpus, x.memory_mb, x.pids_limit,
-           x.read_only_rootfs, x.workspace_quota_mb);
-}
+BOXRT_INSPECT(box_spec, cmd, workdir, timeout_sec, network, session_id, env, image, host_path,
+              host_path_mode, mount_path, extra_mounts, skill_name, persistent, cpus, memory_mb,
+              pids_limit, read_only_rootfs, workspace_quota_mb)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, session_info& x) {
-  return f(caf::meta::type_name("session_info"), x.session_id, x.backend_name,
-           x.backend_session_id, x.image, x.network, x.host_path, x.host_path_mode,
-           x.mount_path, x.persistent, x.cpus, x.memory_mb, x.pids_limit, x.read_only_rootfs,
-           x.workspace_quota_mb, x.created_at, x.last_used_at, x.managed_processes);
-}
+BOXRT_INSPECT(session_info, session_id, backend_name, backend_session_id, image, network, host_path,
+              host_path_mode, mount_path, persistent, cpus, memory_mb, pids_limit, read_only_rootfs,
+              workspace_quota_mb, created_at, last_used_at, managed_processes)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
-  return f(caf::meta::type_name("exec_result"), x.session_id, x.backend_name, x.status,
-           x.exit_code, x.stdout_text, x.stderr_text, x.duration_ms);
-}
+BOXRT_INSPECT(exec_result, session_id, backend_name, status, exit_code, stdout_text, stderr_text,
+              duration_ms)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, process_spec& x) {
-  return f(caf::meta::type_name("process_spec"), x.process_id, x.command, x.args, x.env, x.cwd,
-           x.memory_mb);
-}
+BOXRT_INSPECT(process_spec, process_id, command, args, env, cwd, memory_mb)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, process_info& x) {
-  return f(caf::meta::type_name("process_info"), x.session_id, x.process_id, x.status,
-           x.command, x.args, x.cwd, x.env_keys, x.attached, x.started_at, x.exited_at,
-           x.exit_code, x.stderr_preview);
-}
+BOXRT_INSPECT(process_info, session_id, process_id, status, command, args, cwd, env_keys, attached,
+              started_at, exited_at, exit_code, stderr_preview)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, action_context& x) {
-  return f(caf::meta::type_name("action_context"), x.instance_uuid, x.workspace_uuid,
-           x.placement_generation, x.entitlement_revision);
-}
+BOXRT_INSPECT(action_context, instance_uuid, workspace_uuid, placement_generation,
+              entitlement_revision)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, admission_policy& x) {
-  return f(caf::meta::type_name("admission_policy"), x.required, x.logical_session_id,
-           x.required_backend, x.max_sessions, x.max_managed_processes, x.max_grant_ttl_sec,
-           x.max_timeout_sec, x.cpus, x.memory_mb, x.pids_limit, x.read_only_rootfs,
-           x.workspace_quota_mb, x.readiness_cache_sec, x.entitlements_file);
-}
+BOXRT_INSPECT(admission_policy, required, logical_session_id, required_backend, max_sessions,
+              max_managed_processes, max_grant_ttl_sec, max_timeout_sec, cpus, memory_mb,
+              pids_limit, read_only_rootfs, workspace_quota_mb, readiness_cache_sec,
+              entitlements_file)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, admission_grant& x) {
-  return f(caf::meta::type_name("admission_grant"), x.instance_uuid, x.workspace_uuid,
-           x.execution_generation, x.entitlement_revision, x.expires_at, x.max_sessions,
-           x.max_managed_processes);
-}
+BOXRT_INSPECT(admission_grant, instance_uuid, workspace_uuid, execution_generation,
+              entitlement_revision, expires_at, max_sessions, max_managed_processes)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, admission_revocation& x) {
-  return f(caf::meta::type_name("admission_revocation"), x.instance_uuid, x.workspace_uuid,
-           x.entitlement_revision);
-}
+BOXRT_INSPECT(admission_revocation, instance_uuid, workspace_uuid, entitlement_revision)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, entitlement_snapshot& x) {
-  return f(caf::meta::type_name("entitlement_snapshot"), x.instance_uuid, x.workspace_uuid,
-           x.entitlement_revision, x.status, x.not_before, x.expires_at, x.features, x.limits,
-           x.plan_name, x.subscription_started_at, x.plan_revision, x.monthly_bonus_credits,
-           x.fingerprint);
-}
+BOXRT_INSPECT(entitlement_snapshot, instance_uuid, workspace_uuid, entitlement_revision, status,
+              not_before, expires_at, features, limits, plan_name, subscription_started_at,
+              plan_revision, monthly_bonus_credits, fingerprint)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, entitlement_receipt& x) {
-  return f(caf::meta::type_name("entitlement_receipt"), x.workspace_uuid,
-           x.entitlement_revision, x.revoked_sessions);
-}
+BOXRT_INSPECT(entitlement_receipt, workspace_uuid, entitlement_revision, revoked_sessions)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, grant_receipt& x) {
-  return f(caf::meta::type_name("grant_receipt"), x.workspace_uuid, x.execution_generation,
-           x.entitlement_revision, x.max_sessions, x.max_managed_processes, x.expires_at);
-}
+BOXRT_INSPECT(grant_receipt, workspace_uuid, execution_generation, entitlement_revision,
+              max_sessions, max_managed_processes, expires_at)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, revocation_receipt& x) {
-  return f(caf::meta::type_name("revocation_receipt"), x.workspace_uuid,
-           x.entitlement_revision);
-}
+BOXRT_INSPECT(revocation_receipt, workspace_uuid, entitlement_revision)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, runtime_limits& x) {
-  return f(caf::meta::type_name("runtime_limits"), x.max_sessions, x.max_managed_processes,
-           x.max_completed_processes, x.max_admission_records, x.max_rpc_file_bytes,
-           x.completed_process_retention_sec, x.session_ttl_sec, x.max_output_bytes,
-           x.max_timeout_sec, x.max_sessions_per_workspace, x.io_read_bps, x.io_write_bps,
-           x.io_read_iops, x.io_write_iops, x.max_idle_workspaces, x.warm_pool,
-           x.action_margin_sec);
-}
+BOXRT_INSPECT(runtime_limits, max_sessions, max_managed_processes, max_completed_processes,
+              max_admission_records, max_rpc_file_bytes, completed_process_retention_sec,
+              session_ttl_sec, max_output_bytes, max_timeout_sec, max_sessions_per_workspace,
+              io_read_bps, io_write_bps, io_read_iops, io_write_iops, max_idle_workspaces,
+              warm_pool, action_margin_sec)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, local_config& x) {
-  return f(caf::meta::type_name("local_config"), x.host_root, x.default_workspace,
-           x.allowed_mount_roots, x.skills_root, x.skills_quota_mb, x.nsjail_path);
-}
+BOXRT_INSPECT(local_config, host_root, default_workspace, allowed_mount_roots, skills_root,
+              skills_quota_mb, nsjail_path)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scripted_config& x) {
-  return f(caf::meta::type_name("scripted_config"), x.available, x.ready_keys);
-}
+BOXRT_INSPECT(scripted_config, available, ready_keys)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, box_config& x) {
-  return f(caf::meta::type_name("box_config"), x.backend, x.limits, x.local, x.admission,
-           x.admission_error, x.scripted);
-}
+BOXRT_INSPECT(box_config, backend, limits, local, admission, admission_error, scripted)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, readiness_report& x) {
-  return f(caf::meta::type_name("readiness_report"), x.backend_name, x.available, x.isolating,
-           x.details, x.limits_mechanism, x.text_details, x.error);
-}
+BOXRT_INSPECT(readiness_report, backend_name, available, isolating, details, limits_mechanism,
+              text_details, error)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, session_stats& x) {
-  return f(caf::meta::type_name("session_stats"), x.session_id, x.backend_name, x.cpu_usec,
-           x.memory_bytes, x.workspace_bytes);
-}
+BOXRT_INSPECT(session_stats, session_id, backend_name, cpu_usec, memory_bytes, workspace_bytes)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, status_info& x) {
-  return f(caf::meta::type_name("status_info"), x.backend_name, x.backend_available,
-           x.active_sessions, x.managed_processes, x.session_ttl_sec, x.limits, x.capacity_limit,
-           x.capacity_used, x.capacity_remaining, x.sessions);
-}
+BOXRT_INSPECT(status_info, backend_name, backend_available, active_sessions, managed_processes,
+              session_ttl_sec, limits, capacity_limit, capacity_used, capacity_remaining, sessions)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, storage_entry& x) {
-  return f(caf::meta::type_name("storage_entry"), x.key, x.path, x.kind, x.parent_key, x.scope,
-           x.exists, x.size_bytes, x.file_count, x.error_count);
-}
+BOXRT_INSPECT(storage_entry, key, path, kind, parent_key, scope, exists, size_bytes, file_count,
+              error_count)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
-  return f(caf::meta::type_name("storage_report"), x.directories, x.active_sessions,
-           x.managed_processes);
-}
+BOXRT_INSPECT(storage_report, directories, active_sessions, managed_processes)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, payload_facts& x) {
-  return f(caf::meta::type_name("payload_facts"), x.host_controlled_keys, x.has_session_id,
-           x.session_id, x.network_not_off, x.mount_path,
-           x.host_path, x.timeout_not_int);
-}
+BOXRT_INSPECT(payload_facts, host_controlled_keys, has_session_id, session_id, network_not_off,
+              mount_path, host_path, timeout_not_int)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
-  return f(caf::meta::type_name("exec_request"), x.ctx, x.spec, x.facts, x.decode_error);
-}
+BOXRT_INSPECT(exec_request, ctx, spec, facts, decode_error)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, session_request& x) {
-  return f(caf::meta::type_name("session_request"), x.ctx, x.session_id, x.decode_error);
-}
+BOXRT_INSPECT(session_request, ctx, session_id, decode_error)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, skill_request& x) {
-  return f(caf::meta::type_name("skill_request"), x.ctx, x.action, x.data_json, x.file_path,
-           x.decode_error, x.file_bytes);
-}
+BOXRT_INSPECT(skill_request, ctx, action, data_json, file_path, decode_error, file_bytes)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, skill_job& x) {
-  return f(caf::meta::type_name("skill_job"), x.action, x.data_json, x.file_path, x.admission);
-}
+BOXRT_INSPECT(skill_job, action, data_json, file_path, admission)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, skill_outcome& x) {
-  return f(caf::meta::type_name("skill_outcome"), x.error, x.data_json);
-}
+BOXRT_INSPECT(skill_outcome, error, data_json)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, process_request& x) {
-  return f(caf::meta::type_name("process_request"), x.ctx, x.session_id, x.process_id, x.spec,
-           x.decode_error);
-}
+BOXRT_INSPECT(process_request, ctx, session_id, process_id, spec, decode_error)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, relay_request& x) {
-  return f(caf::meta::type_name("relay_request"), x.instance_uuid, x.workspace_uuid, x.generation,
-           x.session_id, x.process_id, x.attach_wait_ms, x.pump);
-}
+BOXRT_INSPECT(relay_request, instance_uuid, workspace_uuid, generation, session_id, process_id,
+              attach_wait_ms, pump)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, relay_verdict& x) {
-  return f(caf::meta::type_name("relay_verdict"), x.status, x.error);
-}
+BOXRT_INSPECT(relay_verdict, status, error)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, process_outcome& x) {
-  return f(caf::meta::type_name("process_outcome"), x.error);
-}
+BOXRT_INSPECT(process_outcome, error)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, start_outcome& x) {
-  return f(caf::meta::type_name("start_outcome"), x.error, x.backend_session_id);
-}
+BOXRT_INSPECT(start_outcome, error, backend_session_id)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, exec_outcome& x) {
-  return f(caf::meta::type_name("exec_outcome"), x.error, x.result);
-}
+BOXRT_INSPECT(exec_outcome, error, result)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, instance_settings& x) {
-  return f(caf::meta::type_name("instance_settings"), x.config,
-           x.backend_name, x.backend_available, x.backend_reason, x.backend_report, x.ready,
-           x.admission_mode, x.checks, x.readiness_error, x.probed, x.unsafe_soft_storage,
-           x.transfer_dir);
-}
+BOXRT_INSPECT(instance_settings, config, backend_name, backend_available, backend_reason,
+              backend_report, ready, admission_mode, checks, readiness_error, probed,
+              unsafe_soft_storage, transfer_dir)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, health_info& x) {
-  return f(caf::meta::type_name("health_info"), x.settings, x.sessions, x.workspaces);
-}
+BOXRT_INSPECT(health_info, settings, sessions, workspaces)
 
 } // namespace boxrt
 
