@@ -78,11 +78,8 @@ class relay_session final : public session_base, private ws_outbox<relay_session
 
  private:
   void on_run() {
-    if (srv_.stopping) {
-      beast::get_lowest_layer(ws_).close();
-      finish("server stopping");
+    if (closed_for_stop())
       return;
-    }
     // The reference offers `mcp`; a client that asks for no subprotocol gets none.
     accept_upgrade({.deflate = true,
                     .idle = relay_idle_timeout,

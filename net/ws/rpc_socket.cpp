@@ -134,11 +134,8 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
 
  private:
   void on_run() {
-    if (srv_.stopping) {
-      beast::get_lowest_layer(ws_).close();
-      finish("server stopping");
+    if (closed_for_stop())
       return;
-    }
     window_ = std::make_shared<read_window>(std::max<size_t>(2 * srv_.opts.max_inflight, 8),
                                             srv_.opts.max_message_bytes);
     window_->server_unwritten = srv_.unwritten_replies;

@@ -109,6 +109,15 @@ class ws_outbox {
       std::deque<queued>{}.swap(queue_);
   }
 
+  /// A server that is stopping takes no new session: closes the socket and finishes.
+  bool closed_for_stop() {
+    if (!srv_.stopping)
+      return false;
+    beast::get_lowest_layer(ws_).close();
+    derived().finish("server stopping");
+    return true;
+  }
+
   /// Accepts the upgrade in req_ with `o`'s rules. When it is done the request is
   /// dropped; a failure is logged as `what` and finishes the session, a success calls
   /// d.on_upgraded() and then closes if a close was asked for meanwhile.
