@@ -13,6 +13,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -82,7 +83,14 @@ struct etcd_fixture {
     BOOST_REQUIRE_MESSAGE(within(20s, [&] { return c.get("/probe").ok(); }), "etcd did not answer within 20 s");
   }
   /// Stops and resumes etcd itself (SIGSTOP, SIGCONT): every call to it then hangs.
-  void pause() { ::kill(pid, SIGSTOP); }
+  /// Returns once every thread of etcd has stopped (a SIGSTOP takes effect
+  /// asynchronously: a request sent right after kill() could still be served).
+  void pause() {
+    ::kill(pid, SIGSTOP);
+    int status = 0;
+    while (::waitpid(pid, &status, WUNTRACED) < 0 && errno == EINTR) {
+    }
+  }
   void resume() { ::kill(pid, SIGCONT); }
   ~etcd_fixture() {
     ::kill(pid, SIGKILL);
