@@ -254,9 +254,10 @@ struct resolved_path {
   std::string shown;    // its host path, for messages
 };
 
-/// The skill called `name` (a validation error when there is none) and `path` inside it.
-result<resolved_path> resolve_in_package(store& skills, const std::string& name, const std::string& path,
-                                         bool expect_directory) {
+/// The skill called `name` (a validation error when there is none) and `path` inside it,
+/// beneath the store at `store_root` (the configured root, as the store opens it).
+result<resolved_path> resolve_in_package(store& skills, const std::string& store_root, const std::string& name,
+                                         const std::string& path, bool expect_directory) {
   auto current = skills.existing(name);
   if (!current)
     return current.error();
@@ -276,7 +277,7 @@ result<resolved_path> resolve_in_package(store& skills, const std::string& name,
   // outside (as in the reference).
   if (!expect_directory && out.relative == ".")
     return invalid("path must stay within the skill package root");
-  auto t = open_store(skills.root(), false);
+  auto t = open_store(store_root, false);
   if (!t)
     return t.error();
   out.store = std::move(*t);
@@ -299,7 +300,7 @@ result<std::string> store::list_files(const std::string& name, const std::string
   if (max_entries <= 0)
     return invalid("max_entries must be a positive integer");
   max_entries = std::min(max_entries, limits::max_list_entries);
-  auto where = resolve_in_package(*this, name, path, true);
+  auto where = resolve_in_package(*this, root_, name, path, true);
   if (!where)
     return where.error();
   auto dir = beneath::open(where->package.get(), where->relative, O_RDONLY | O_DIRECTORY, links::inside);
@@ -351,7 +352,7 @@ result<std::string> store::list_files(const std::string& name, const std::string
 }
 
 result<std::string> store::read_file(const std::string& name, const std::string& path) {
-  auto where = resolve_in_package(*this, name, path, false);
+  auto where = resolve_in_package(*this, root_, name, path, false);
   if (!where)
     return where.error();
   // O_NONBLOCK: a FIFO under the name must not hang a worker; it is refused below.
@@ -378,7 +379,7 @@ result<std::string> store::read_file(const std::string& name, const std::string&
 }
 
 result<std::string> store::write_file(const std::string& name, const std::string& path, const std::string& content) {
-  auto where = resolve_in_package(*this, name, path, false);
+  auto where = resolve_in_package(*this, root_, name, path, false);
   if (!where)
     return where.error();
   if (content.size() > limits::text_file_bytes)
