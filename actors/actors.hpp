@@ -19,10 +19,25 @@
 
 namespace boxrt {
 
+/// Who asked for a streamed exec (box_exec_stream; the connection actor): the session
+/// says when the command starts, then sends its frames (docs/streaming.md).
+using stream_consumer_actor = caf::typed_actor<
+  caf::reacts_to<stream_atom, uint64_t>,
+  caf::reacts_to<stream_atom, uint64_t, stream_chunk>>;
+
 /// One physical session: its mailbox is the serialized command stream.
 using session_actor = caf::typed_actor<
   // Runs one command after every earlier one; replies with the caller's logical id.
   caf::replies_to<exec_atom, box_spec>::with<exec_result>,
+  // box_exec_stream: the same command stream; the consumer (the sender) gets
+  // (stream_atom, token) when the command starts, then (stream_atom, token, stream_chunk)
+  // per frame within its credit, then this reply (docs/streaming.md).
+  caf::replies_to<xstream_atom, box_spec, stream_params>::with<stream_end>,
+  // Worker pool: a frame of the running streamed command (its token).
+  caf::reacts_to<stream_atom, uint64_t, stream_chunk>,
+  // From the consumer only: that many more frames (stream_params.token), or stop.
+  caf::reacts_to<credit_atom, uint64_t, int64_t>,
+  caf::reacts_to<cancel_atom, uint64_t>,
   // box_get_storage_analysis's probe: runs only while the session is idle and live, with
   // the last command's mounts, and is no use of the session (its TTL runs on); a busy
   // session answers with an error instead of queueing it.
@@ -91,6 +106,8 @@ struct route_list {};
 using tenant_routes = route_list<
   // box_exec.
   tenant_route<exec_atom, exec_request, exec_result>,
+  // box_exec_stream: its frames go to the caller meanwhile (docs/streaming.md).
+  tenant_route<xstream_atom, exec_stream_request, stream_end>,
   // box_create_session.
   tenant_route<create_atom, exec_request, session_info>,
   // box_get_session.

@@ -32,6 +32,13 @@ inline std::chrono::seconds action_deadline(const runtime_limits& limits, const 
   return action_deadline(limits) + std::chrono::seconds{std::clamp<int64_t>(r.spec.timeout_sec, 0, 86400)};
 }
 
+/// A streamed exec may also wait for its consumer's window until its timeout, then end
+/// its command (TERM, the grace, KILL, a few seconds for the sandbox to answer).
+inline std::chrono::seconds action_deadline(const runtime_limits& limits, const exec_stream_request& r) {
+  return action_deadline(limits, r.exec)
+         + std::chrono::seconds{std::clamp<int64_t>(r.params.stop_grace_ms / 1000, 0, 3600) + 10};
+}
+
 /// True for the error an expired request between actors leaves (from_caf_error's).
 inline bool is_request_timeout(const box_error& e) {
   return e.code == ec::runtime_unavailable && e.message == request_timed_out_text;

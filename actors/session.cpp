@@ -81,7 +81,8 @@ void schedule_reap(self_ptr self) {
 void begin_stop(self_ptr self, box_error reason);
 
 /// Runs `spec` as the session's one running command, answering `rp`.
-void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp);
+void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp,
+                 std::shared_ptr<session_state::stream_job> stream = nullptr);
 
 /// True when the actor that asked for a command is gone: its reply has nowhere to go, so
 /// the command is never started (a client that disconnects leaves no work behind, and
@@ -115,16 +116,30 @@ void run_next(self_ptr self) {
   auto next = std::move(st.queue.front());
   st.queue.pop_front();
   st.last_mounts = next.spec.extra_mounts;
-  submit_exec(self, std::move(next.spec), std::move(next.rp));
+  submit_exec(self, std::move(next.spec), std::move(next.rp), std::move(next.stream));
 }
 
-void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp) {
+void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_result> rp,
+                 std::shared_ptr<session_state::stream_job> stream) {
   auto& st = self->state;
   st.enter(session_state::phase::running);
   st.running_token = st.next_token++;
   st.running_rp = std::move(rp);
+  st.running_stream = stream;
+  if (stream) {
+    // Frames come back to this actor (in order, before the job's end) and go on to the
+    // consumer from here, so that the reply never overtakes a frame. A consumer that
+    // goes away stops the command.
+    stream->gate = std::make_shared<stream_gate>(
+      stream->params.credit,
+      [me = caf::actor_cast<session_actor>(self), token = st.running_token](stream_chunk c) {
+        caf::anon_send(me, stream_atom_v, token, std::move(c));
+      });
+    self->monitor(stream->consumer);
+    self->send(stream->consumer, stream_atom_v, stream->params.token);
+  }
   auto job = [box = st.box, backend = st.args.backend, limits = st.args.limits,
-              local = st.args.local, ns = st.args.workspace_ns, spec = std::move(spec)] {
+              local = st.args.local, ns = st.args.workspace_ns, spec = std::move(spec), stream] {
     exec_outcome out;
     // Skill mounts may change per exec on a warm session: every exec's mounts pass the
     // same policy as a start's (allowed roots, denylist, other workspaces' trees), here
@@ -135,6 +150,14 @@ void submit_exec(self_ptr self, box_spec spec, caf::typed_response_promise<exec_
         out.error = err;
         return out;
       }
+    }
+    if (stream) {
+      auto r = backend->exec_stream(*box->handle, spec, limits, stream->params, *stream->gate);
+      if (r)
+        out.stream = std::move(r.value());
+      else
+        out.error = r.error();
+      return out;
     }
     auto r = backend->exec(*box->handle, spec, limits);
     if (r)
@@ -152,7 +175,10 @@ void fail_pending(self_ptr self, const box_error& reason) {
   auto err = to_caf_error(reason);
   end_processes(self, reason);
   for (auto& q : st.queue)
-    q.rp.deliver(err);
+    if (q.stream)
+      q.stream->rp.deliver(err);
+    else
+      q.rp.deliver(err);
   st.queue.clear();
   for (auto& w : st.create_waiters)
     w.deliver(err);
@@ -173,6 +199,10 @@ void begin_stop(self_ptr self, box_error reason) {
   st.stop_reason = std::move(reason);
   fail_pending(self, st.stop_reason);
   if (previous == session_state::phase::running) {
+    if (auto run = std::exchange(st.running_stream, nullptr)) {
+      run->gate->stop("stopped");
+      run->rp.deliver(to_caf_error(st.stop_reason));
+    }
     if (st.running_rp && !st.timed_out_result) {
       st.running_rp->deliver(to_caf_error(st.stop_reason));
       st.running_rp.reset();
@@ -198,7 +228,14 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
   st.info.created_at = wall_now_us();
   st.info.last_used_at = st.info.created_at;
   // The relays this session monitors (attached or waiting): an ended one lets go.
-  self->set_down_handler([self](caf::down_msg& msg) { relay_gone(self, msg.source); });
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& run = self->state.running_stream;
+    if (run && msg.source == run->consumer.address()) {
+      run->gate->stop("closed");
+      return;
+    }
+    relay_gone(self, msg.source);
+  });
   submit_start(self);
   return {
     [self](exec_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
@@ -211,9 +248,50 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         rp.deliver(to_caf_error(st.stop_reason));
         return rp;
       }
-      st.queue.push_back({std::move(spec), rp, std::move(requester)});
+      st.queue.push_back({std::move(spec), rp, nullptr, std::move(requester)});
       run_next(self);
       return rp;
+    },
+    [self](xstream_atom, box_spec& spec,
+           stream_params& params) -> caf::typed_response_promise<stream_end> {
+      auto& st = self->state;
+      auto requester = self->current_sender();
+      auto rp = self->make_response_promise<stream_end>();
+      ++st.commands_seen;
+      if (st.current == session_state::phase::stopping) {
+        rp.deliver(to_caf_error(st.stop_reason));
+        return rp;
+      }
+      auto job = std::make_shared<session_state::stream_job>();
+      job->params = params;
+      job->rp = rp;
+      job->consumer = caf::actor_cast<stream_consumer_actor>(requester);
+      if (!job->consumer) {
+        rp.deliver(to_caf_error(box_error{ec::validation, "box_exec_stream needs a consumer"}));
+        return rp;
+      }
+      st.queue.push_back({std::move(spec), {}, std::move(job), std::move(requester)});
+      run_next(self);
+      return rp;
+    },
+    [self](stream_atom, uint64_t token, stream_chunk& chunk) {
+      auto& st = self->state;
+      if (token == st.running_token && st.running_stream)
+        self->send(st.running_stream->consumer, stream_atom_v, st.running_stream->params.token,
+                   std::move(chunk));
+    },
+    [self](credit_atom, uint64_t token, int64_t n) {
+      auto& run = self->state.running_stream;
+      // Only the stream's own consumer speaks for it.
+      if (run && token == run->params.token && n > 0
+          && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(run->consumer))
+        run->gate->add_credit(n);
+    },
+    [self](cancel_atom, uint64_t token) {
+      auto& run = self->state.running_stream;
+      if (run && token == run->params.token
+          && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(run->consumer))
+        run->gate->stop("cancel");
     },
     [self](stats_atom) -> caf::typed_response_promise<session_stats> {
       auto& st = self->state;
@@ -347,6 +425,21 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
       }
       if (st.current == session_state::phase::stopping) {
         submit_stop(self);
+        return;
+      }
+      if (auto run = std::exchange(st.running_stream, nullptr)) {
+        self->demonitor(run->consumer.address());
+        if (out.error) {
+          run->rp.deliver(to_caf_error(out.error));
+        } else {
+          out.stream.result.session_id = st.args.logical_id;
+          if (out.stream.result.status == exec_status::timed_out)
+            metrics::boxd().exec_timeouts.inc();
+          run->rp.deliver(std::move(out.stream));
+        }
+        st.running_rp.reset();
+        st.enter(session_state::phase::ready);
+        run_next(self);
         return;
       }
       if (out.error) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/session.hpp"
+#include "actors/stream_gate.hpp"
 
 #include <array>
 #include <chrono>
@@ -107,9 +108,19 @@ struct session_state {
   phase current = phase::starting;
   std::array<metrics::gauge*, 4> phase_gauges{};
 
+  /// A streamed command (box_exec_stream): its settings, its consumer and its reply.
+  struct stream_job {
+    stream_params params;
+    caf::typed_response_promise<stream_end> rp;
+    stream_consumer_actor consumer;
+    std::shared_ptr<stream_gate> gate;
+  };
+
   struct queued_exec {
     box_spec spec;
+    /// box_exec's reply; not pending for a streamed command (stream has its own).
     caf::typed_response_promise<exec_result> rp;
+    std::shared_ptr<stream_job> stream;
     /// Who asked (delegation keeps the original sender: the connection actor).
     caf::strong_actor_ptr requester;
   };
@@ -124,6 +135,8 @@ struct session_state {
   uint64_t next_token = 1;
   uint64_t running_token = 0;
   std::optional<caf::typed_response_promise<exec_result>> running_rp;
+  /// The running command is streamed: its job (running_rp is then not pending).
+  std::shared_ptr<stream_job> running_stream;
   /// A timed-out result waits for the session to stop before it is delivered.
   std::optional<exec_result> timed_out_result;
 

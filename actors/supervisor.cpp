@@ -80,6 +80,22 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
                    });
       return rp;
     },
+    [self](xstream_atom, exec_stream_request& req) -> caf::result<stream_end> {
+      if (auto err = pre_gate(self, req.exec.ctx, &req.exec.facts, req.exec.decode_error)) {
+        report_idle(self);
+        return to_caf_error(err);
+      }
+      if (auto fast = fast_path(self, req.exec))
+        return self->delegate(fast->actor, xstream_atom_v, std::move(fast->spec), req.params);
+      auto rp = self->make_response_promise<stream_end>();
+      open_session(self, std::move(req.exec), rp,
+                   [rp, params = req.params](const session_actor& a, session_entry& e,
+                                             box_spec spec) mutable {
+                     spec.session_id = e.logical_id;
+                     rp.delegate(a, xstream_atom_v, std::move(spec), params);
+                   });
+      return rp;
+    },
     [self](create_atom, exec_request& req) -> caf::result<session_info> {
       if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error)) {
         report_idle(self);

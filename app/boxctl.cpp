@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -25,9 +26,12 @@ const char* usage =
   "commands:\n"
   "  health                      backend health (box_health)\n"
   "  status                      this workspace's status (box_status)\n"
-  "  exec [--session ID] -- CMD  run CMD; prints stdout/stderr, exits with its code.\n"
-  "                              One argument is a shell command line; several are\n"
-  "                              one command and its arguments, each quoted for sh\n"
+  "  exec [--session ID] [--stream|--no-stream] -- CMD\n"
+  "                              run CMD; prints stdout/stderr, exits with its code\n"
+  "                              (124 on its timeout). One argument is a shell command\n"
+  "                              line; several are one command and its arguments, each\n"
+  "                              quoted for sh. --stream (the default when stdout is a\n"
+  "                              terminal) prints output as it arrives (box_exec_stream)\n"
   "  sessions [--stats]          list this workspace's sessions; --stats: each one's\n"
   "                              CPU time, memory and workspace bytes (box_status)\n"
   "  delete SESSION              delete a session\n"
@@ -118,6 +122,36 @@ int print_stats(const std::string& status_json) {
                 number("memory_bytes").c_str(), number("workspace_bytes").c_str());
   }
   return 0;
+}
+
+/// `exec --stream`: box_exec_stream's output as it arrives, each stream to its own; the
+/// command's exit code (124 on its timeout, 1 when it was ended otherwise).
+int exec_streamed(net::rpc_client& client, const std::string& request, const std::string& context) {
+  simdjson::dom::parser parser;
+  int code = 1;
+  auto r = client.call_stream("box_exec_stream", request, context, [&](const std::string& frame) {
+    simdjson::dom::element d;
+    std::string_view which, text, status, ended;
+    if (parser.parse(frame).get(d) != simdjson::SUCCESS || d["stream"].get_string().get(which))
+      return;
+    if (which == "stdout" || which == "stderr") {
+      if (d["data"].get_string().get(text)) {}
+      auto* to = which == "stdout" ? stdout : stderr;
+      std::fwrite(text.data(), 1, text.size(), to);
+      std::fflush(to);
+    } else if (which == "result") {
+      int64_t exit_code = 1;
+      if (d["exit_code"].get_int64().get(exit_code)) {}
+      if (d["status"].get_string().get(status)) {}
+      if (d["ended"].get_string().get(ended)) {}
+      code = status == "timed_out" ? 124 : ended == "exit" ? static_cast<int>(exit_code & 0xff) : 1;
+      if (ended != "exit" && ended != "timeout")
+        std::fprintf(stderr, "boxctl: the command was ended (%.*s)\n", static_cast<int>(ended.size()), ended.data());
+    }
+  });
+  if (r.code != 0)
+    return fail(r.message);
+  return code;
 }
 
 } // namespace
@@ -239,10 +273,13 @@ int main(int argc, char** argv) {
     }
     if (command == "exec") {
       std::string session = "boxctl";
+      bool stream = ::isatty(STDOUT_FILENO) == 1;
       size_t j = 0;
       for (; j < rest.size(); ++j) {
         if (rest[j] == "--session" && j + 1 < rest.size())
           session = rest[++j];
+        else if (rest[j] == "--stream" || rest[j] == "--no-stream")
+          stream = rest[j] == "--stream";
         else if (rest[j] == "--") {
           ++j;
           break;
@@ -251,11 +288,11 @@ int main(int argc, char** argv) {
       }
       std::vector<std::string> cmd{rest.begin() + static_cast<long>(j), rest.end()};
       if (cmd.empty())
-        return fail("boxctl: exec [--session ID] -- CMD...");
-      auto r = client.call("box_exec",
-                           "{\"session_id\":" + json::quote(session) + ",\"cmd\":" + json::quote(command_line(cmd))
-                             + "}",
-                           context);
+        return fail("boxctl: exec [--session ID] [--stream|--no-stream] -- CMD...");
+      const auto request = "{\"session_id\":" + json::quote(session) + ",\"cmd\":" + json::quote(command_line(cmd)) + "}";
+      if (stream)
+        return exec_streamed(client, request, context);
+      auto r = client.call("box_exec", request, context);
       if (r.code != 0)
         return fail(r.message);
       simdjson::dom::parser parser;

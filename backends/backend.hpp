@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/stream/exec_sink.hpp"
 #include "messages/error.hpp"
 #include "messages/models.hpp"
 
@@ -89,6 +90,16 @@ class backend {
   /// Runs spec.cmd in the session (workdir created, timeout honoured, output capped).
   virtual result<exec_result> exec(backend_session& session, const box_spec& spec,
                                    const exec_limits& limits) = 0;
+
+  /// box_exec_stream: runs spec.cmd as exec() does, its output going through `sink` as
+  /// frames (docs/streaming.md). The command ends early when the sink says stop, on the
+  /// timeout, or past params.max_output_bytes: TERM, then KILL after
+  /// params.stop_grace_ms; the end says which. This default is not live: it runs the
+  /// command whole (exec's output cap applies), then frames its output; the sandbox
+  /// backend streams as the command writes.
+  virtual result<stream_end> exec_stream(backend_session& session, const box_spec& spec,
+                                         const exec_limits& limits, const stream_params& params,
+                                         exec_sink& sink);
 
   /// Starts `spec.command` with `spec.args` (no shell) as a managed process in the
   /// session's sandbox, `spec.cwd` created first. A command that cannot be executed

@@ -181,6 +181,50 @@ struct exec_result {
 };
 
 
+/// A streamed exec's settings (box_exec_stream; docs/streaming.md), the server's, never
+/// the tenant's: they travel with the request to the session that runs the command.
+struct stream_params {
+  /// The connection's own number for the stream (seq ids are the client's).
+  uint64_t token = 0;
+  /// Frames the session may send before the consumer gives credit back (the SDK's
+  /// STREAM_WINDOW for a caller with flow control).
+  int64_t credit = 8;
+  /// A quiet command gets a keepalive frame after this long (server.stream_keepalive_ms).
+  int64_t keepalive_ms = 5000;
+  /// Raw output bytes of one data frame; its encoded JSON stays within 1 MiB even when
+  /// every byte is escaped as \u00XX.
+  int64_t max_chunk_bytes = 128 * 1024;
+  /// Both streams together; past it the command is ended (server.max_stream_output_bytes).
+  int64_t max_output_bytes = int64_t{1} << 30;
+  /// Between the TERM and the KILL that end a cancelled or timed-out command.
+  int64_t stop_grace_ms = 2000;
+
+  friend bool operator==(const stream_params&, const stream_params&) = default;
+};
+
+/// One frame of a streamed exec: output of `stream` ("stdout", "stderr") as text, its
+/// first byte at raw byte `offset` of that stream; or a keepalive ("keepalive", no data).
+struct stream_chunk {
+  std::string stream;
+  std::string data;
+  int64_t offset = 0;
+
+  friend bool operator==(const stream_chunk&, const stream_chunk&) = default;
+};
+
+/// How a streamed exec ended: box_exec's result (status, exit_code, duration_ms; the
+/// output went as frames), why it ended ("exit", "timeout", "cancel", "closed",
+/// "output_limit", "stopped"), the raw bytes per stream, and how many frames came first.
+struct stream_end {
+  exec_result result;
+  std::string ended = "exit";
+  int64_t stdout_bytes = 0;
+  int64_t stderr_bytes = 0;
+  int64_t frames = 0;
+
+  friend bool operator==(const stream_end&, const stream_end&) = default;
+};
+
 /// The tenant envelope (ActionContext). `entitlement_revision` < 0 means absent.
 struct action_context {
   std::string instance_uuid;

@@ -22,6 +22,12 @@ struct exec_request {
   box_error decode_error;
 };
 
+/// box_exec_stream: box_exec's request and the server's stream settings.
+struct exec_stream_request {
+  exec_request exec;
+  stream_params params;
+};
+
 /// box_get_session / box_delete_session. `session_id` is the value as sent.
 struct session_request {
   action_context ctx;
@@ -112,6 +118,8 @@ struct start_outcome {
 struct exec_outcome {
   box_error error;
   exec_result result;
+  /// A streamed exec's end (its result is in here, not in `result`).
+  stream_end stream;
 };
 
 /// Instance-level settings pushed from the directory to every workspace supervisor.
@@ -159,6 +167,8 @@ tenant_scope scope_of(const Request& r) {
   return scope_of(r.ctx);
 }
 
+inline tenant_scope scope_of(const exec_stream_request& r) { return scope_of(r.exec.ctx); }
+
 /// A request that names its instance and workspace itself (admission pushes, relays).
 template <class Request>
   requires requires(const Request& r) {
@@ -178,6 +188,9 @@ template <class Request>
   requires requires(const Request& r) { r.ctx.instance_uuid; }
 box_error untrusted_refusal(const Request& r) {
   return untrusted_refusal(r.ctx);
+}
+inline box_error untrusted_refusal(const exec_stream_request& r) {
+  return untrusted_refusal(r.exec.ctx);
 }
 inline box_error untrusted_refusal(const relay_request&) {
   return untrusted_refusal(action_context{});

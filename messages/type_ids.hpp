@@ -41,6 +41,13 @@ BOXRT_INSPECT(process_spec, process_id, command, args, env, cwd, memory_mb)
 BOXRT_INSPECT(process_info, session_id, process_id, status, command, args, cwd, env_keys, attached,
               started_at, exited_at, exit_code, stderr_preview)
 
+BOXRT_INSPECT(stream_params, token, credit, keepalive_ms, max_chunk_bytes, max_output_bytes,
+              stop_grace_ms)
+
+BOXRT_INSPECT(stream_chunk, stream, data, offset)
+
+BOXRT_INSPECT(stream_end, result, ended, stdout_bytes, stderr_bytes, frames)
+
 BOXRT_INSPECT(action_context, instance_uuid, workspace_uuid, placement_generation,
               entitlement_revision)
 
@@ -96,6 +103,8 @@ BOXRT_INSPECT(payload_facts, host_controlled_keys, has_session_id, session_id, n
 
 BOXRT_INSPECT(exec_request, ctx, spec, facts, decode_error)
 
+BOXRT_INSPECT(exec_stream_request, exec, params)
+
 BOXRT_INSPECT(session_request, ctx, session_id, decode_error)
 
 BOXRT_INSPECT(skill_request, ctx, action, data_json, file_path, decode_error, file_bytes)
@@ -115,7 +124,7 @@ BOXRT_INSPECT(process_outcome, error)
 
 BOXRT_INSPECT(start_outcome, error, backend_session_id)
 
-BOXRT_INSPECT(exec_outcome, error, result)
+BOXRT_INSPECT(exec_outcome, error, result, stream)
 
 BOXRT_INSPECT(instance_settings, config, backend_name, backend_available, backend_reason,
               backend_report, ready, admission_mode, checks, readiness_error, probed,
@@ -159,6 +168,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::process_outcome))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::storage_report))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::session_stats))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_params))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_chunk))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_end))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::exec_stream_request))
 
   // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
   CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
@@ -212,5 +225,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, credit_atom, "credit")
   CAF_ADD_ATOM(boxrt, boxrt, written_atom, "written")
   CAF_ADD_ATOM(boxrt, boxrt, stdend_atom, "stdend")
+  // A streamed exec (box_exec_stream, docs/streaming.md): the request, its frames (and
+  // the session's first word to the consumer), and the consumer's cancel.
+  CAF_ADD_ATOM(boxrt, boxrt, xstream_atom, "xstream")
+  CAF_ADD_ATOM(boxrt, boxrt, stream_atom, "stream")
+  CAF_ADD_ATOM(boxrt, boxrt, cancel_atom, "cancel")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

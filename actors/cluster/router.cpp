@@ -435,12 +435,13 @@ void on_resolved(self_ptr self, const std::string& ns, const std::string& owner,
 }
 
 /// Every tenant request (actors.hpp: tenant_routes) goes to its workspace's owner; a
-/// relay's requests are delegated, so the relay's holder hears from the owner itself.
+/// relay's requests and a streamed exec are delegated, so the relay's holder (the
+/// stream's consumer) hears from the owner's session itself.
 template <class Reply, class Atom, class Request>
 caf::result<Reply> route_tenant(self_ptr self, std::type_identity<Reply>, Atom atom, Request& req) {
   auto scope = scope_of(req);
   auto ns = box_namespace(scope.instance, scope.workspace);
-  return route<Reply>(self, ns, atom, std::move(req), std::is_same_v<Request, relay_request>);
+  return route<Reply>(self, ns, atom, std::move(req), std::is_same_v<Request, relay_request> || std::is_same_v<Request, exec_stream_request>);
 }
 
 router_actor::behavior_type router_behavior(self_ptr self, router_args args) {

@@ -19,6 +19,7 @@
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -48,6 +50,7 @@ struct control_state {
   int req = -1; // the control socket (requests in, replies out), -1 once broken
   int sig = -1; // signalfd for SIGCHLD
   std::map<pid_t, std::string> managed;
+  pid_t exec = -1; // the running exec's process (and group), -1 between execs
 };
 control_state ctl;
 
@@ -263,6 +266,12 @@ proto::control_reply signal_managed(const proto::kill_request& req) {
     reply.error = "invalid signal";
     return reply;
   }
+  // An empty name is the running exec (a streamed exec's cancel or timeout).
+  if (req.name.empty()) {
+    if (ctl.exec > 0)
+      ::kill(-ctl.exec, static_cast<int>(req.signal));
+    return reply;
+  }
   for (auto& [pid, name] : ctl.managed)
     if (name == req.name) {
       if (::kill(-pid, static_cast<int>(req.signal)) != 0)
@@ -328,6 +337,46 @@ bool drain(stream& s, size_t cap) {
       s.kept.append(buf, std::min(cap - s.kept.size(), static_cast<size_t>(n)));
   }
 }
+
+/// Reads once from `s` (non-blocking fd) into `out`: -1 at end of stream, else the bytes
+/// read (0 when nothing is there now).
+ssize_t read_some(stream& s, std::string& out) {
+  char buf[proto::max_output_chunk];
+  for (;;) {
+    auto n = ::read(s.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    if (n <= 0)
+      return -1;
+    s.total += static_cast<uint64_t>(n);
+    out.assign(buf, static_cast<size_t>(n));
+    return n;
+  }
+}
+
+/// The output frame of a streamed exec that the host has not taken whole yet. Sent
+/// without blocking, so that the control channel is served while the host does not read.
+struct outgoing {
+  std::string frame;
+  size_t sent = 0;
+  bool empty() const { return sent == frame.size(); }
+  /// Sends what the channel takes now; false when the host is gone.
+  bool push() {
+    while (!empty()) {
+      auto n = ::send(1, frame.data() + sent, frame.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return true;
+      if (n <= 0)
+        return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+};
 
 /// What the command's process needs before it execs `/bin/sh -c CMD`.
 struct command_start {
@@ -405,6 +454,7 @@ proto::exec_reply run(const proto::exec_request& req) {
     return finish();
   }
   ::setpgid(pid, pid);
+  ctl.exec = pid;
   ::close(out[1]);
   ::close(err[1]);
   stream so, se;
@@ -416,10 +466,14 @@ proto::exec_reply run(const proto::exec_request& req) {
   int status = 0;
   bool exited = false;
   bool open_out = true, open_err = true;
+  // Streamed: one frame at a time, taken from the streams in turn, and the pipes are
+  // read only once the host has taken the last frame.
+  outgoing pending;
+  bool stderr_next = false;
   // Read until the command exits; then kill what it left in its group and read until
   // both streams close (a process that escaped the group gets 100 ms, then is cut off).
   // Managed processes are reaped and control requests served meanwhile.
-  while (open_out || open_err) {
+  while (open_out || open_err || !pending.empty()) {
     if (!exited) {
       auto r = ::waitpid(pid, &status, WNOHANG);
       if (r == pid) {
@@ -429,23 +483,52 @@ proto::exec_reply run(const proto::exec_request& req) {
     }
     pollfd fds[4];
     int n = 0;
-    if (open_out)
-      fds[n++] = {so.fd, POLLIN, 0};
-    if (open_err)
-      fds[n++] = {se.fd, POLLIN, 0};
+    if (!pending.empty()) {
+      fds[n++] = {1, POLLOUT, 0};
+    } else {
+      if (open_out)
+        fds[n++] = {so.fd, POLLIN, 0};
+      if (open_err)
+        fds[n++] = {se.fd, POLLIN, 0};
+    }
     int streams = n;
     fds[n++] = {ctl.sig, POLLIN, 0};
     fds[n++] = {ctl.req, POLLIN, 0};
     auto rc = ::poll(fds, static_cast<nfds_t>(n), exited ? 100 : 20);
     if (rc > 0)
       service(fds[streams].revents, fds[streams + 1].revents);
+    if (!req.stream) {
+      if (rc == 0 && exited)
+        break;
+      if (open_out)
+        open_out = drain(so, cap);
+      if (open_err)
+        open_err = drain(se, cap);
+      continue;
+    }
+    if (!pending.empty()) {
+      if (!pending.push())
+        std::_Exit(1); // the host is gone: so is the sandbox
+      continue;
+    }
     if (rc == 0 && exited)
       break;
-    if (open_out)
-      open_out = drain(so, cap);
-    if (open_err)
-      open_err = drain(se, cap);
+    for (int turn = 0; turn < 2 && pending.empty(); ++turn) {
+      const bool err_turn = stderr_next;
+      stderr_next = !stderr_next;
+      bool& open = err_turn ? open_err : open_out;
+      if (!open)
+        continue;
+      std::string bytes;
+      if (read_some(err_turn ? se : so, bytes) < 0)
+        open = false;
+      else if (!bytes.empty())
+        pending = {proto::encode(proto::output_frame{err_turn ? 2 : 1, std::move(bytes)}), 0};
+    }
+    if (!pending.empty() && !pending.push())
+      std::_Exit(1);
   }
+  ctl.exec = -1;
   if (!exited) {
     ::waitpid(pid, &status, 0);
     ::kill(-pid, SIGKILL);

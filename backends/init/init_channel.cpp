@@ -10,23 +10,23 @@ namespace boxrt::init_channel {
 
 namespace proto = init_protocol;
 
-read_status read_frame(int fd, std::string& payload, clock_type::time_point deadline,
-                       const std::atomic<bool>* stop, uint32_t max_bytes) {
-  std::string buf;
-  size_t need = 4;
-  bool have_len = false;
+read_status frame_reader::read(int fd, std::string& payload, clock_type::time_point deadline,
+                               const std::atomic<bool>* stop, uint32_t max_bytes) {
   char chunk[65536];
   for (;;) {
-    if (buf.size() >= need) {
-      if (!have_len) {
-        auto n = proto::get_u32(buf.data());
+    if (buf_.size() >= need_) {
+      if (!have_len_) {
+        auto n = proto::get_u32(buf_.data());
         if (n > max_bytes || n > proto::max_frame_bytes)
           return read_status::closed;
-        need = 4 + n;
-        have_len = true;
+        need_ = 4 + n;
+        have_len_ = true;
         continue;
       }
-      payload.assign(buf, 4, need - 4);
+      payload.assign(buf_, 4, need_ - 4);
+      buf_.clear();
+      need_ = 4;
+      have_len_ = false;
       return read_status::ok;
     }
     if (stop && stop->load())
@@ -40,13 +40,19 @@ read_status read_frame(int fd, std::string& payload, clock_type::time_point dead
       return read_status::closed;
     if (rc <= 0)
       continue;
-    auto n = ::read(fd, chunk, std::min(sizeof chunk, need - buf.size()));
+    auto n = ::read(fd, chunk, std::min(sizeof chunk, need_ - buf_.size()));
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
       continue;
     if (n <= 0)
       return read_status::closed;
-    buf.append(chunk, static_cast<size_t>(n));
+    buf_.append(chunk, static_cast<size_t>(n));
   }
+}
+
+read_status read_frame(int fd, std::string& payload, clock_type::time_point deadline,
+                       const std::atomic<bool>* stop, uint32_t max_bytes) {
+  frame_reader reader;
+  return reader.read(fd, payload, deadline, stop, max_bytes);
 }
 
 read_status write_frame(int fd, std::string_view data, clock_type::time_point deadline,

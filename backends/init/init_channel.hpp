@@ -19,10 +19,25 @@ using clock_type = std::chrono::steady_clock;
 
 enum class read_status { ok, timeout, closed };
 
-/// Reads one frame from `fd` before `deadline`. A frame longer than `max_bytes` (or
-/// the protocol's own bound) ends the channel as `closed` without being read. `stop`
-/// (when set) is polled so an interrupt ends the wait promptly even if the pipe stays
-/// open.
+/// Reads frames from one descriptor across calls: a frame cut by a deadline is kept and
+/// completed by the next call, so short deadlines (a streamed exec's) never lose bytes.
+class frame_reader {
+ public:
+  /// Reads one frame from `fd` before `deadline`. A frame longer than `max_bytes` (or
+  /// the protocol's own bound) ends the channel as `closed` without being read. `stop`
+  /// (when set) is polled so an interrupt ends the wait promptly even if the pipe stays
+  /// open.
+  read_status read(int fd, std::string& payload, clock_type::time_point deadline,
+                   const std::atomic<bool>* stop, uint32_t max_bytes = init_protocol::max_frame_bytes);
+
+ private:
+  std::string buf_;
+  size_t need_ = 4;
+  bool have_len_ = false;
+};
+
+/// One frame with a reader of its own (what a timeout cut is lost: for reads whose
+/// timeout ends the channel).
 read_status read_frame(int fd, std::string& payload, clock_type::time_point deadline,
                        const std::atomic<bool>* stop,
                        uint32_t max_bytes = init_protocol::max_frame_bytes);

@@ -13,6 +13,14 @@
 //                                 KEY=VALUE...
 //   init -> host, per exec:       "result", exit code, stdout kept, stdout total,
 //                                 stderr kept, stderr total, duration ms, error
+//
+// A streamed exec (box_exec_stream) is the same request with the kind "stream": init
+// then keeps nothing and sends the output as it comes, before the result,
+//   init -> host, any number:     "out", stream (1 stdout, 2 stderr), bytes
+// one frame at a time and only while the host reads them: while a frame waits, init
+// reads no more of the command's pipes (the command blocks on its writes), and still
+// serves the control channel. A "kill" with an empty name signals the running exec's
+// process group.
 // A non-empty `error` means the command did not start (workdir or fork failure); its
 // text is the stderr the caller sees, with exit code 1 as `sh -c 'mkdir -p ...'` gives.
 //
@@ -64,7 +72,18 @@ struct exec_request {
   std::string cmd;
   int64_t max_output_bytes = 1048576;
   std::vector<std::string> env;
+  /// Kind "stream": output goes as "out" frames, nothing is kept.
+  bool stream = false;
 };
+
+/// Output of a streamed exec as it comes (kind "out"); `stream` 1 is stdout, 2 stderr.
+struct output_frame {
+  int64_t stream = 1;
+  std::string bytes;
+};
+
+/// The largest output frame init sends.
+inline constexpr size_t max_output_chunk = 64 * 1024;
 
 /// Starts a managed process (request kind "spawn").
 struct spawn_request {
@@ -246,14 +265,15 @@ inline std::string_view request_kind(std::string_view payload) {
 
 inline std::string encode(const exec_request& r) {
   writer w;
-  w.field("exec").field(r.workdir).field(r.cmd).number(r.max_output_bytes);
+  w.field(r.stream ? "stream" : "exec").field(r.workdir).field(r.cmd).number(r.max_output_bytes);
   return put_list(w, r.env).frame();
 }
 
 inline std::optional<exec_request> decode_request(std::string_view payload) {
-  reader rd{payload};
   exec_request r;
-  rd.tag("exec").into(r.workdir).into(r.cmd).into(r.max_output_bytes).into(r.env);
+  r.stream = request_kind(payload) == "stream";
+  reader rd{payload};
+  rd.tag(r.stream ? "stream" : "exec").into(r.workdir).into(r.cmd).into(r.max_output_bytes).into(r.env);
   return read_if(rd, std::move(r));
 }
 
@@ -269,6 +289,19 @@ inline std::optional<exec_reply> decode_reply(std::string_view payload) {
   exec_reply r;
   rd.tag("result").into(r.exit_code).into(r.stdout_kept).into(r.stdout_total).into(r.stderr_kept);
   rd.into(r.stderr_total).into(r.duration_ms).into(r.error);
+  return read_if(rd, std::move(r));
+}
+
+inline std::string encode(const output_frame& r) {
+  return writer{}.field("out").number(r.stream).field(r.bytes).frame();
+}
+
+inline std::optional<output_frame> decode_output(std::string_view payload) {
+  reader rd{payload};
+  output_frame r;
+  rd.tag("out").into(r.stream).into(r.bytes);
+  if (r.stream != 1 && r.stream != 2)
+    return std::nullopt;
   return read_if(rd, std::move(r));
 }
 

@@ -358,6 +358,161 @@ result<exec_result> sandbox_backend::exec(backend_session& session, const box_sp
   return out;
 }
 
+namespace {
+
+/// Signals the process group of the exec running in `s` (init's "kill" with no name).
+void signal_exec(sandbox_session& s, int sig) {
+  proto::kill_request req;
+  {
+    std::lock_guard lock{s.ctl_mtx};
+    req.id = ++s.ctl_seq;
+  }
+  req.signal = sig;
+  if (auto r = s.control(proto::encode(req), req.id); !r)
+    spdlog::debug("{}: cannot signal the exec in {}: {}", s.driver, s.id(), r.error().message);
+}
+
+} // namespace
+
+result<stream_end> sandbox_backend::exec_stream(backend_session& session, const box_spec& spec,
+                                                const exec_limits& limits, const stream_params& params,
+                                                exec_sink& sink) {
+  using namespace std::chrono;
+  auto* s = dynamic_cast<sandbox_session*>(&session);
+  if (s == nullptr)
+    return make_box_error(ec::box_error, name() + " backend got a session of another backend");
+  std::lock_guard lock{s->exec_mtx};
+  stream_end end;
+  if (s->interrupted_) {
+    end.result = interrupted_exec(spec, name());
+    end.ended = "stopped";
+    return end;
+  }
+  if (!s->alive())
+    return make_box_error(ec::box_error, s->what() + " is not running");
+  if (auto e = revive(*s))
+    return e;
+  proto::exec_request req;
+  req.workdir = spec.workdir;
+  req.cmd = spec.cmd;
+  req.max_output_bytes = limits.max_output_bytes;
+  req.env = sandbox_env(spec.env);
+  req.stream = true;
+  if (auto err = sync_views(*s, spec))
+    return err;
+  auto t0 = clock_type::now();
+  auto deadline = deadline_after(t0, spec.timeout_sec);
+  output_framer framer{sink, params, deadline};
+  const auto keepalive = milliseconds{std::max<int64_t>(params.keepalive_ms, 1)};
+  // How the command is being ended ("" while it runs), and when its KILL is due.
+  std::string ended;
+  clock_type::time_point kill_at{};
+  bool killed = false;
+  auto end_command = [&](std::string why) {
+    if (!ended.empty())
+      return;
+    ended = why.empty() ? std::string{"cancel"} : std::move(why);
+    signal_exec(*s, SIGTERM);
+    kill_at = clock_type::now() + milliseconds{std::max<int64_t>(params.stop_grace_ms, 0)};
+  };
+  auto quiet_from = framer.last_frame();
+  std::optional<proto::exec_reply> reply;
+  // Kept across the loop's short waits: a frame they cut is completed by the next read.
+  init_channel::frame_reader reader;
+  auto st = write_frame(s->channel.get(), proto::encode(req), deadline, &s->interrupted_);
+  while (st == read_status::ok) {
+    // Time moves the command on whether or not output keeps coming: a command that
+    // never stops writing meets its timeout too, and an init that keeps sending after
+    // the KILL loses its sandbox.
+    auto now = clock_type::now();
+    if (ended.empty() && !sink.stop_reason().empty())
+      end_command(sink.stop_reason());
+    if (ended.empty() && now >= deadline)
+      end_command("timeout");
+    if (!ended.empty() && !killed && now >= kill_at) {
+      signal_exec(*s, SIGKILL);
+      killed = true;
+    }
+    if (killed && now >= kill_at + seconds{5})
+      break;  // init does not answer: the sandbox goes below
+    if (ended.empty() && now >= std::max(framer.last_frame(), quiet_from) + keepalive) {
+      framer.keepalive();
+      quiet_from = now;
+    }
+    // Running: the next keepalive, the timeout, and a look at the sink's stop every
+    // 100 ms. Being ended: the KILL, then 5 s for init's result.
+    auto until = !ended.empty() ? (killed ? kill_at + seconds{5} : kill_at)
+                                : std::min({deadline, std::max(framer.last_frame(), quiet_from) + keepalive,
+                                            now + milliseconds{100}});
+    std::string payload;
+    st = reader.read(s->channel.get(), payload, until, &s->interrupted_,
+                     static_cast<uint32_t>(proto::max_output_chunk + 4096 + init_channel::max_reply_bytes(0)));
+    if (st == read_status::timeout) {
+      st = read_status::ok;
+      continue;
+    }
+    if (st != read_status::ok)
+      break;
+    if (auto out = proto::decode_output(payload)) {
+      if (!ended.empty())
+        continue;  // the command is being ended: what it still writes goes nowhere
+      switch (framer.push(static_cast<int>(out->stream), out->bytes)) {
+        case output_framer::outcome::ok: break;
+        case output_framer::outcome::stop: end_command(sink.stop_reason()); break;
+        case output_framer::outcome::timeout: end_command("timeout"); break;
+        case output_framer::outcome::limit: end_command("output_limit"); break;
+      }
+      continue;
+    }
+    reply = init_channel::accept_reply(payload, limits.max_output_bytes);
+    if (!reply) {
+      s->kill_sandbox(true);
+      return make_box_error(ec::box_error, s->what() + " sent a malformed reply");
+    }
+    break;
+  }
+  auto elapsed = duration_cast<milliseconds>(clock_type::now() - t0).count();
+  end.result.session_id = spec.session_id;
+  end.result.backend_name = name();
+  end.result.duration_ms = elapsed;
+  if (!reply) {
+    if (s->interrupted_) {
+      s->kill_sandbox(false);
+      end.result = interrupted_exec(spec, name());
+      end.ended = "stopped";
+      return end;
+    }
+    if (st == read_status::closed) {
+      // The sandbox died under the command: the stream ends with this error at once,
+      // and the next exec gets a fresh sandbox of the same session.
+      s->kill_sandbox(false);
+      return make_box_error(ec::box_error, s->what() + " exited during the command");
+    }
+    // Init did not answer after the KILL (or took no request): the sandbox goes.
+    s->kill_sandbox(true);
+    end.result.status = exec_status::timed_out;
+    end.result.exit_code = -1;
+    end.ended = ended.empty() ? std::string{"timeout"} : ended;
+  } else {
+    if (!reply->error.empty() && ended.empty())
+      framer.push(2, reply->error);  // the command did not start: its reason is its stderr
+    if (ended.empty())
+      framer.flush();
+    end.result.exit_code = reply->exit_code;
+    end.result.duration_ms = reply->duration_ms;
+    end.ended = ended.empty() ? std::string{"exit"} : ended;
+    if (end.ended == "timeout") {
+      // As box_exec reports a timeout: no exit code (the TERM's is not the command's).
+      end.result.status = exec_status::timed_out;
+      end.result.exit_code = -1;
+    }
+  }
+  end.stdout_bytes = framer.bytes(1);
+  end.stderr_bytes = framer.bytes(2);
+  end.frames = framer.frames();
+  return end;
+}
+
 box_error sandbox_backend::sync_views(sandbox_session& s, const box_spec& spec) {
   std::map<std::string, mount_spec> skills, artifacts;
   for (auto& m : spec.extra_mounts) {

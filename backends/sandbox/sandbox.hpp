@@ -145,6 +145,11 @@ class sandbox_backend : public backend {
   result<std::shared_ptr<backend_session>> start_session(const box_spec& spec) override;
   result<exec_result> exec(backend_session& session, const box_spec& spec,
                            const exec_limits& limits) override;
+  /// Live: init sends the output as it comes, and reads no more of the command's pipes
+  /// while a frame waits for the sink's room (init_protocol.hpp "stream").
+  result<stream_end> exec_stream(backend_session& session, const box_spec& spec,
+                                 const exec_limits& limits, const stream_params& params,
+                                 exec_sink& sink) override;
   /// Runs the process inside the session's sandbox (its namespaces, cgroup, uid and
   /// seccomp filter) as a child of boxrt-init, through FIFOs of the session's io folder.
   /// `memory_mb` is not applied: the session's memory limit covers it.

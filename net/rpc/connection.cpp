@@ -1,6 +1,8 @@
 #include "net/rpc/connection.hpp"
 
 #include <chrono>
+#include <deque>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -52,6 +54,28 @@ std::string_view result_label(const box_error& error) {
   return cls.empty() ? std::string_view{"busy"} : cls;
 }
 
+/// The SDK's STREAM_WINDOW: frames a caller with flow control has not acknowledged yet;
+/// it acknowledges every STREAM_WINDOW / 2.
+constexpr int64_t stream_window = 8;
+
+/// One box_exec_stream of this connection (docs/streaming.md), by its token.
+struct stream_state {
+  std::string seq_id;            // as JSON, for the frames
+  std::optional<int64_t> seq;    // as the acknowledgements and cancels name it
+  std::optional<action_context> ctx;
+  bool flow = false;             // the caller acknowledges (stream_flow_control: 1)
+  int64_t sent = 0;              // indexed frames sent
+  int64_t acked = 0;             // the last index acknowledged
+  session_actor session;         // known once the command started
+  bool cancel_pending = false;   // cancelled before the session was known
+  /// The request ended: what waits goes without the window. The SDK's sender sends its
+  /// end frame so too; the result frame is small and the receiver queues 128 frames.
+  bool final = false;
+  /// Data of frames waiting for the window ("" = the end frame). The session's credit
+  /// equals the window, so output frames rarely wait here.
+  std::deque<std::string> waiting;
+};
+
 struct connection_state {
   static inline const char* name = "boxrt.connection";
 
@@ -70,6 +94,8 @@ struct connection_state {
   /// map's nodes stay put, so in-flight requests point at theirs.
   std::map<std::string, action_series, std::less<>> series;
   uint64_t next_token = 1;
+  /// Streamed execs of this connection, by the token of their request.
+  std::map<uint64_t, stream_state> streams;
   /// Frames ignored under the envelope rules (not JSON, not an object, responses, ...).
   uint64_t ignored = 0;
   /// Set by shutdown: nothing more is read or answered.
@@ -109,6 +135,11 @@ std::string render_encoded(std::string_view seq_id, std::string_view message_jso
 void send_text(connection_ptr self, std::string text, bool holds_slot = false) {
   if (self->state.args.out)
     self->state.args.out->send(std::move(text), holds_slot);
+}
+
+void send_frame(connection_ptr self, std::string text, uint64_t written_token) {
+  if (self->state.args.out)
+    self->state.args.out->send_frame(std::move(text), written_token);
 }
 
 /// Sends `r`, or the error that replaces a reply too large to send; returns the error
@@ -169,6 +200,133 @@ void record(action_series& s, const box_error& error, steady::time_point arrived
     std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - arrived).count()));
 }
 
+/// One frame of stream `x`: a data frame (`data` its data JSON, indexed when the caller
+/// acknowledges) or the end frame.
+std::string render_frame(std::string_view seq_id, std::string_view data, bool end,
+                         std::optional<int64_t> index) {
+  json::writer w;
+  w.begin_object();
+  w.key("seq_id").raw(seq_id);
+  w.key("code").value(0);
+  w.key("message").value("success");
+  w.key("data").raw(end ? std::string_view{"{}"} : data);
+  w.key("chunk_status").value(end ? "end" : "continue");
+  if (index)
+    w.key("stream_index").value(*index);
+  w.end_object();
+  return w.take();
+}
+
+/// Sends what waits in `x` while its window has room; the end frame ends the stream.
+void flush_stream(connection_ptr self, uint64_t token) {
+  auto& st = self->state;
+  auto i = st.streams.find(token);
+  if (i == st.streams.end())
+    return;
+  auto& x = i->second;
+  while (!x.waiting.empty()) {
+    if (x.flow && !x.final && x.sent - x.acked >= stream_window)
+      return;
+    auto data = std::move(x.waiting.front());
+    x.waiting.pop_front();
+    if (data.empty()) {
+      send_frame(self, render_frame(x.seq_id, {}, true, std::nullopt), 0);
+      st.streams.erase(i);
+      return;
+    }
+    ++x.sent;
+    // Without flow control the caller never acknowledges: a frame written to the socket
+    // gives its place back instead (written_atom), so a slow reader holds up the command.
+    send_frame(self, render_frame(x.seq_id, data, false,
+                                  x.flow ? std::optional<int64_t>{x.sent} : std::nullopt),
+               x.flow || x.final ? 0 : token);
+  }
+}
+
+/// A frame of a running stream from its session.
+void stream_frame(connection_ptr self, uint64_t token, const stream_chunk& c) {
+  auto& st = self->state;
+  auto i = st.streams.find(token);
+  if (i == st.streams.end())
+    return;
+  json::writer w;
+  w.begin_object();
+  w.key("stream").value(c.stream);
+  if (c.stream != "keepalive")
+    w.key("data").value(c.data).key("offset").value(c.offset);
+  w.end_object();
+  i->second.waiting.push_back(w.take());
+  flush_stream(self, token);
+}
+
+/// The end of a stream's request: an error frame at once (no end frame follows it), or
+/// the last data frame and the end frame, after every frame before them.
+void finish_stream(connection_ptr self, uint64_t token, const reply& r) {
+  auto& st = self->state;
+  auto i = st.streams.find(token);
+  if (i == st.streams.end())
+    return;
+  if (r.error) {
+    st.streams.erase(i);
+    return;  // finish() sends the error as the request's reply
+  }
+  i->second.final = true;
+  i->second.waiting.push_back(r.data_json);
+  i->second.waiting.push_back({});
+  flush_stream(self, token);
+}
+
+/// __stream_ack and __cancel_action (the SDK's texts): answered here, never counted
+/// against max_inflight.
+reply stream_control(connection_ptr self, const envelope& req) {
+  auto& st = self->state;
+  auto integer = [&](const char* key) -> std::optional<int64_t> {
+    auto v = req.data.get_object()[key];
+    int64_t n = 0;
+    if (v.error() || v.value_unsafe().is_bool() || v.value_unsafe().get_int64().get(n) != simdjson::SUCCESS)
+      return std::nullopt;
+    return n;
+  };
+  auto find = [&](int64_t seq) -> std::pair<uint64_t, stream_state*> {
+    for (auto& [token, x] : st.streams)
+      if (x.seq == seq && x.ctx == req.context)
+        return {token, &x};
+    return {0, nullptr};
+  };
+  auto keyed = [](const char* key, bool v) {
+    json::writer w;
+    w.begin_object().key(key).value(v).end_object();
+    return reply{{}, w.take()};
+  };
+  if (req.action == "__cancel_action") {
+    auto seq = integer("seq_id");
+    if (!seq)
+      return reply{{ec::value, "Cancellation requires an integer seq_id"}, "{}"};
+    auto [token, x] = find(*seq);
+    if (x == nullptr)
+      return keyed("cancelled", false);
+    if (x->session)
+      self->send(x->session, cancel_atom_v, token);
+    else
+      x->cancel_pending = true;
+    return keyed("cancelled", true);
+  }
+  auto seq = integer("seq_id");
+  auto index = integer("index");
+  if (!seq || !index)
+    return reply{{ec::value, "Stream acknowledgement requires integer sequence and index"}, "{}"};
+  auto [token, x] = find(*seq);
+  if (x == nullptr || !x->flow)
+    return keyed("accepted", false);
+  if (*index < x->acked || *index > x->sent)
+    return reply{{ec::value, "Invalid stream acknowledgement index"}, "{}"};
+  if (x->session && *index > x->acked)
+    self->send(x->session, credit_atom_v, token, *index - x->acked);
+  x->acked = *index;
+  flush_stream(self, token);
+  return keyed("accepted", true);
+}
+
 void finish(connection_ptr self, uint64_t token, reply r) {
   auto& st = self->state;
   auto i = st.inflight.find(token);
@@ -178,6 +336,14 @@ void finish(connection_ptr self, uint64_t token, reply r) {
   auto* series = i->second.series;
   auto arrived = i->second.arrived;
   st.inflight.erase(i);
+  if (st.streams.contains(token)) {
+    finish_stream(self, token, r);
+    if (!r.error) {
+      record(*series, {}, arrived);
+      report_inflight(self);
+      return;
+    }
+  }
   // The reply takes over the slot before the count drops, so the socket never sees
   // fewer slots taken than there are (see heartbeat).
   record(*series, send_reply(self, seq_id, r, true), arrived);
@@ -194,6 +360,12 @@ void handle_request(connection_ptr self, envelope& req) {
   auto& st = self->state;
   auto arrived = steady::now();
   auto& series = series_of(self, req.action);
+  if (req.refusal.empty() && (req.action == "__stream_ack" || req.action == "__cancel_action")) {
+    auto r = stream_control(self, req);
+    record(series, r.error, arrived);
+    send_reply(self, req.seq_id, r);
+    return;
+  }
   // The capacity check comes before validation, as in the reference (§1.8).
   if (slots_taken(self) >= st.args.max_inflight) {
     box_error busy{ec::busy, "Runtime connection is busy (max "
@@ -218,6 +390,18 @@ void handle_request(connection_ptr self, envelope& req) {
   auto token = st.next_token++;
   st.inflight.emplace(token, inflight_request{req.seq_id, &series, arrived});
   report_inflight(self);
+  if (req.action == "box_exec_stream") {
+    stream_state x;
+    x.seq_id = req.seq_id;
+    int64_t seq = 0;
+    if (std::from_chars(req.seq_id.data(), req.seq_id.data() + req.seq_id.size(), seq).ec == std::errc{})
+      x.seq = seq;
+    x.ctx = req.context;
+    x.flow = req.flow_control;
+    st.streams.emplace(token, std::move(x));
+    st.env.stream = st.args.stream;
+    st.env.stream.token = token;
+  }
   try {
     dispatch(st.env, req.action, req.data, req.context ? &*req.context : nullptr,
              [self, token](reply r) { finish(self, token, std::move(r)); });
@@ -253,6 +437,24 @@ caf::behavior connection(connection_ptr self, connection_args args) {
   return {
     [self](frame_atom, const std::string& text) { handle_frame(self, text); },
     [self](done_atom, uint64_t token) { self->state.env.jobs->finish(token); },
+    // A streamed exec's session: its command started, then its frames.
+    [self](stream_atom, uint64_t token) {
+      auto& st = self->state;
+      auto i = st.streams.find(token);
+      if (i == st.streams.end())
+        return;
+      i->second.session = caf::actor_cast<session_actor>(self->current_sender());
+      if (i->second.cancel_pending && i->second.session)
+        self->send(i->second.session, cancel_atom_v, token);
+    },
+    [self](stream_atom, uint64_t token, const stream_chunk& c) { stream_frame(self, token, c); },
+    // A frame of a stream without flow control is written: the session may send one more.
+    [self](written_atom, uint64_t token) {
+      auto& st = self->state;
+      auto i = st.streams.find(token);
+      if (i != st.streams.end() && !i->second.flow && i->second.session)
+        self->send(i->second.session, credit_atom_v, token, int64_t{1});
+    },
     [self](shutdown_atom) {
       auto& st = self->state;
       st.closing = true;

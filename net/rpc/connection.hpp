@@ -24,6 +24,11 @@ class outbound {
   /// socket has written it (see unwritten()).
   virtual void send(std::string text, bool reply = false) = 0;
 
+  /// Queues one frame of a stream (box_exec_stream): written after every message queued
+  /// before it (a small reply may go ahead of large ones; a frame never does). With a
+  /// `written_token`, the actor gets (written_atom, written_token) once it is written.
+  virtual void send_frame(std::string text, uint64_t written_token) = 0;
+
   /// Replies sent and not yet written to the socket. They still count against the
   /// in-flight cap, so a client that does not read cannot make boxd hold more than
   /// max_inflight replies for it.
@@ -72,6 +77,8 @@ struct connection_args {
   std::shared_ptr<outbound> out;
   size_t max_message_bytes = 16777216;
   size_t max_inflight = 128;
+  /// box_exec_stream's settings (server.stream_*; the token is set per stream).
+  stream_params stream;
   /// "" = no transfer directory for this connection.
   std::string transfer_dir;
   /// For log lines only ("127.0.0.1:53412").

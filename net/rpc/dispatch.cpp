@@ -70,6 +70,34 @@ struct wire<exec_atom> : exec_wire<false> {};
 template <>
 struct wire<create_atom> : exec_wire<true> {};
 
+/// box_exec_stream: box_exec's data; the stream's settings are the connection's. The
+/// reply is the stream's last data frame (its frames went before it).
+template <>
+struct wire<xstream_atom> {
+  static std::optional<exec_stream_request> decode(connection_env& env, const element& data,
+                                                   const action_context* ctx, done_fn& done) {
+    auto exec = exec_wire<false>::decode(env, data, ctx, done);
+    if (!exec)
+      return std::nullopt;
+    return exec_stream_request{std::move(*exec), env.stream};
+  }
+
+  static std::string encode(const stream_end& x) {
+    json::writer w;
+    w.begin_object();
+    w.key("stream").value("result");
+    w.key("session_id").value(x.result.session_id);
+    w.key("status").value(to_string(x.result.status));
+    w.key("exit_code").value(x.result.exit_code);
+    w.key("duration_ms").value(x.result.duration_ms);
+    w.key("ended").value(x.ended);
+    w.key("stdout_bytes").value(x.stdout_bytes);
+    w.key("stderr_bytes").value(x.stderr_bytes);
+    w.end_object();
+    return w.take();
+  }
+};
+
 /// data.session_id for get/delete: missing replies KeyError at once; a non-string is
 /// carried as a decode error (the fence check still comes first).
 struct session_wire {
@@ -294,6 +322,11 @@ constexpr action_def action_table[] = {
   {"box_status", scope::tenant, routed<status_atom>},
   {"box_get_storage_analysis", scope::tenant, routed<storage_atom>},
   {"box_exec", scope::tenant, routed<exec_atom>},
+  // Streamed (docs/streaming.md): the connection actor keeps the stream's frames and
+  // answers __stream_ack and __cancel_action itself; never dispatched here.
+  {"box_exec_stream", scope::tenant, routed<xstream_atom>},
+  {"__stream_ack", scope::host, nullptr},
+  {"__cancel_action", scope::host, nullptr},
   {"box_create_session", scope::tenant, routed<create_atom>},
   {"box_get_session", scope::tenant, routed<caf::get_atom>},
   {"box_get_sessions", scope::tenant, routed<list_atom>},

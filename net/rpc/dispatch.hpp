@@ -60,6 +60,9 @@ struct connection_env {
   /// The action dispatch() runs now (a name of the action table): what a request
   /// between actors that expires is reported as.
   std::string_view action;
+  /// box_exec_stream: the stream the request being dispatched opens (set by the
+  /// connection actor, which owns the stream's frames; docs/streaming.md).
+  stream_params stream;
 };
 
 /// True when `action` is one this runtime knows (others get

@@ -264,6 +264,7 @@ envelope read_envelope(dom::parser& parser, const std::string& text,
                      || (s.is_bool() && s.get_bool().value_unsafe());
     if (!one)
       errors.push_back(error_for("stream_flow_control", "Input should be 1", "literal_error", s));
+    env.flow_control = one;
   }
   if (!errors.empty()) {
     env.refusal = json::quote(box_error{ec::envelope, validation_text(errors)}.to_wire());

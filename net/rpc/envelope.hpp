@@ -40,6 +40,9 @@ struct envelope {
   std::string_view action;
   simdjson::dom::element data;
   std::optional<action_context> context;
+  /// request that may run: `stream_flow_control` is 1 (the caller acknowledges stream
+  /// frames with __stream_ack).
+  bool flow_control = false;
 };
 
 /// Reads `text` with `parser`. `known` tells the actions this runtime has.

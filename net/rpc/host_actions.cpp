@@ -24,17 +24,27 @@ void do_health(connection_env& env, const element&, const action_context*, done_
   });
 }
 
+/// What this boxd offers beyond the reference, listed by box_get_backend_info.
+constexpr std::string_view capabilities[] = {"exec_stream"};
+
 void do_backend_info(connection_env& env, const element&, const action_context*, done_fn done) {
   with_settings(env, done, [done](const instance_settings& s) {
-    if (!s.config.admission_mode())
-      return done(success(backend_info_json(s)));
     json::writer w;
     w.begin_object();
     w.key("name");
     name_or_null(w, s.backend_name);
-    w.key("available").value(instance_ready(s));
-    w.key("readiness");
-    write_readiness(w, s);
+    if (!s.config.admission_mode()) {
+      w.key("available").value(s.probed && s.backend_available);
+    } else {
+      w.key("available").value(instance_ready(s));
+      w.key("readiness");
+      write_readiness(w, s);
+    }
+    // boxd's extensions (docs/streaming.md); the reference's clients never read this.
+    w.key("capabilities").begin_array();
+    for (auto c : capabilities)
+      w.value(c);
+    w.end_array();
     w.end_object();
     done(success(w.take()));
   });

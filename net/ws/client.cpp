@@ -141,15 +141,61 @@ std::string rpc_client::read_text() {
   return beast::buffers_to_string(buf.data());
 }
 
-rpc_response rpc_client::call(const std::string& action, const std::string& data_json,
-                              const std::string& context_json) {
-  auto seq = next_seq_++;
+namespace {
+
+std::string request_text(int64_t seq, const std::string& action, const std::string& data_json,
+                         const std::string& context_json, bool flow_control = false) {
   std::string req = "{\"seq_id\":" + std::to_string(seq) + ",\"action\":\"" + action
                     + "\",\"data\":" + data_json;
   if (!context_json.empty())
     req += ",\"context\":" + context_json;
+  if (flow_control)
+    req += ",\"stream_flow_control\":1";
   req += "}";
-  send_text(req);
+  return req;
+}
+
+} // namespace
+
+rpc_response rpc_client::call_stream(const std::string& action, const std::string& data_json,
+                                     const std::string& context_json,
+                                     const std::function<void(const std::string&)>& on_frame) {
+  constexpr int64_t ack_every = 4;  // the SDK's STREAM_WINDOW // 2
+  auto seq = next_seq_++;
+  send_text(request_text(seq, action, data_json, context_json, true));
+  rpc_response out;
+  out.seq_id = seq;
+  for (;;) {
+    auto text = read_text();
+    simdjson::dom::element root;
+    int64_t got = 0;
+    if (impl_->parser.parse(text).get(root) != simdjson::SUCCESS
+        || root["seq_id"].get_int64().get(got) != simdjson::SUCCESS || got != seq)
+      continue;  // the acknowledgements' answers
+    if (root["code"].get_int64().get(out.code)) {}
+    std::string_view v;
+    if (root["message"].get_string().get(v) == simdjson::SUCCESS)
+      out.message = std::string{v};
+    if (out.code != 0)
+      return out;
+    if (root["chunk_status"].get_string().get(v) == simdjson::SUCCESS && v == "end")
+      return out;
+    simdjson::dom::element data;
+    if (root["data"].get(data) == simdjson::SUCCESS)
+      out.data_json = simdjson::minify(data);
+    on_frame(out.data_json);
+    int64_t index = 0;
+    if (root["stream_index"].get_int64().get(index) == simdjson::SUCCESS && index % ack_every == 0)
+      send_text(request_text(next_seq_++, "__stream_ack",
+                             "{\"seq_id\":" + std::to_string(seq) + ",\"index\":" + std::to_string(index) + "}",
+                             context_json));
+  }
+}
+
+rpc_response rpc_client::call(const std::string& action, const std::string& data_json,
+                              const std::string& context_json) {
+  auto seq = next_seq_++;
+  send_text(request_text(seq, action, data_json, context_json));
   for (;;) {
     auto text = read_text();
     simdjson::dom::element root;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +39,14 @@ class rpc_client {
   /// `data_json` must be a JSON object; `context_json` "" means no context.
   rpc_response call(const std::string& action, const std::string& data_json,
                     const std::string& context_json = "");
+
+  /// A streamed action (box_exec_stream, docs/streaming.md) as LangBot's SDK calls one:
+  /// with flow control, acknowledging every 4 frames. `on_frame` gets each data frame's
+  /// `data` as JSON text; the returned response is the error that ended the stream, or
+  /// success with the last data frame (the result) as its data.
+  rpc_response call_stream(const std::string& action, const std::string& data_json,
+                           const std::string& context_json,
+                           const std::function<void(const std::string&)>& on_frame);
 
   /// Sends raw text as one frame (tests of malformed input).
   void send_text(const std::string& text);

@@ -47,6 +47,7 @@ class ws_handle final : public outbound {
     : session_(std::move(session)), gate_(std::move(gate)), window_(std::move(window)) {}
 
   void send(std::string text, bool reply) override;
+  void send_frame(std::string text, uint64_t written_token) override;
   void close(uint16_t code, std::string reason) override;
   void consumed(size_t bytes) override;
   void in_flight(size_t n) override { window_->requests = n; }
@@ -111,10 +112,16 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     });
   }
 
-  void post_send(std::string text, bool reply) {
-    asio::post(ws_.get_executor(), [s = self(), text = std::move(text), reply]() mutable {
-      s->enqueue(std::move(text), reply);
+  void post_send(std::string text, bool reply, bool in_order = false, uint64_t written = 0) {
+    asio::post(ws_.get_executor(), [s = self(), text = std::move(text), reply, in_order, written]() mutable {
+      s->enqueue(std::move(text), reply, in_order, written);
     });
+  }
+
+  /// A stream frame sent with a token is written: its actor may send the next one.
+  void on_written(uint64_t token) {
+    if (actor_)
+      caf::anon_send(actor_, written_atom_v, token);
   }
 
   void post_close(uint16_t code, std::string reason) {
@@ -147,6 +154,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     args.out = handle_;
     args.max_message_bytes = srv_.opts.max_message_bytes;
     args.max_inflight = srv_.opts.max_inflight;
+    args.stream = stream_settings(srv_.opts);
     args.transfer_dir = srv_.next_transfer_dir();
     args.peer = peer_;
     actor_ = spawn_connection(srv_.sys, std::move(args));
@@ -358,6 +366,13 @@ void ws_handle::send(std::string text, bool reply) {
     }
   if (reply)
     window_->add_unwritten(-1);
+}
+
+void ws_handle::send_frame(std::string text, uint64_t written_token) {
+  std::shared_lock lock{gate_->mtx};
+  if (gate_->open)
+    if (auto s = session_.lock())
+      s->post_send(std::move(text), false, true, written_token);
 }
 
 void ws_handle::consumed(size_t bytes) {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "messages/base/pytext.hpp"
@@ -32,6 +33,18 @@ bool loopback_host(std::string host) {
 }
 
 } // namespace
+
+stream_params stream_settings(const server_options& opts) {
+  constexpr int64_t sdk_frame_bytes = 1 << 20;  // the SDK's MAX_STREAM_FRAME_BYTES
+  constexpr int64_t envelope_bytes = 512;       // seq_id, code, message, index, keys
+  const int64_t frame = std::min<int64_t>(sdk_frame_bytes, static_cast<int64_t>(opts.max_message_bytes));
+  stream_params p;
+  p.keepalive_ms = static_cast<int64_t>(opts.stream_keepalive_ms);
+  p.max_output_bytes = static_cast<int64_t>(opts.max_stream_output_bytes);
+  p.stop_grace_ms = static_cast<int64_t>(opts.stream_stop_grace_ms);
+  p.max_chunk_bytes = std::clamp<int64_t>((frame - envelope_bytes) / 6, 4, 128 * 1024);
+  return p;
+}
 
 std::string validate(const server_options& opts) {
   const auto& token = opts.control_token;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "messages/models.hpp"
+
 namespace boxrt::net {
 
 struct server_options {
@@ -40,6 +42,12 @@ struct server_options {
   /// How long a second relay waits for a managed process that another relay holds
   /// before it is closed with 1013 (protocol.md §1.4: one attacher at a time).
   size_t relay_attach_wait_ms = 30000;
+  /// box_exec_stream (docs/streaming.md): a keepalive frame after this long without
+  /// output (below the SDK's 15 s wait per frame), the output a streamed command may
+  /// write in all, and the grace between the TERM and the KILL that end one.
+  size_t stream_keepalive_ms = 5000;
+  size_t max_stream_output_bytes = size_t{1} << 30;
+  size_t stream_stop_grace_ms = 2000;
   /// Host uids sandboxes run as, one per workspace (contract §4.7), inclusive. The
   /// default lies above the ranges Debian gives /etc/subuid and outside systemd's.
   uint32_t sandbox_uid_first = 0x70000000u;
@@ -52,6 +60,11 @@ struct server_options {
   /// server.log_format: every log line as one JSON object ("json") or text ("text").
   bool log_json = false;
 };
+
+/// box_exec_stream's settings for a connection of this server (the token is set per
+/// stream): a data frame's raw bytes are sized so that, every byte escaped as \u00XX,
+/// its whole message stays within 1 MiB (the SDK's frame limit) and max_message_bytes.
+stream_params stream_settings(const server_options& opts);
 
 /// Validates options that make the server refuse to start (non-loopback host without a
 /// token, a token shorter than 32 characters or with whitespace). "" when fine.

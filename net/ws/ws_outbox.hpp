@@ -29,9 +29,13 @@ class ws_outbox {
   struct queued {
     std::string text;
     bool reply = false;
+    /// != 0: the derived session's on_written(written) runs once it is written.
+    uint64_t written = 0;
   };
 
-  void enqueue(std::string text, bool reply = false) {
+  /// `in_order`: never ahead of what was queued before (a stream's frames), even when
+  /// small; `written` as in queued.
+  void enqueue(std::string text, bool reply = false, bool in_order = false, uint64_t written = 0) {
     auto& d = derived();
     if (closing_ || finished_ || close_) {
       if (reply)
@@ -42,16 +46,16 @@ class ws_outbox {
     account(static_cast<int64_t>(text.size()));
     peak_bytes_ = std::max(peak_bytes_, queued_bytes_);
     const bool small = text.size() <= small_message_bytes;
-    if (Derived::small_first && small && overtaken_ < max_overtaking) {
+    if (Derived::small_first && small && !in_order && overtaken_ < max_overtaking) {
       // Ahead of every large message not started yet (one message is one frame
       // sequence, RFC 6455 §5.4: a message being written cannot be interrupted).
       const size_t at = (writing_ ? 1 : 0) + waiting_small_;
       if (at < queue_.size())
         ++overtaken_;
-      queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(at), {std::move(text), reply});
+      queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(at), {std::move(text), reply, written});
       ++waiting_small_;
     } else {
-      queue_.push_back({std::move(text), reply});
+      queue_.push_back({std::move(text), reply, written});
     }
     d.after_enqueue();
     if (!writing_)
@@ -84,6 +88,10 @@ class ws_outbox {
     account(-static_cast<int64_t>(queue_.front().text.size()));
     if (queue_.front().reply)
       d.reply_done();
+    if (auto token = queue_.front().written) {
+      if constexpr (requires { d.on_written(token); })
+        d.on_written(token);
+    }
     queue_.pop_front();
     if (!queue_.empty())
       do_write();

@@ -2,7 +2,7 @@
 // (backends/init/init_channel.cpp): the input is the byte stream itself, read frame by frame
 // from a real pipe as the bwrap driver reads it, each payload taken as an exec reply
 // (then clipped as the reply is) and as a control reply. Whatever is accepted must keep
-// within the output cap. The init side's own decoders (what the host sends) run too.
+// within the output cap; a streamed exec's output frames name a stream. The init side's own decoders (what the host sends) run too.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -37,6 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto shown = clip_captured(r->stdout_kept, r->stdout_total, cap);
       fuzz::require(shown.size() <= static_cast<size_t>(cap) + 3 + 96, "clipped stdout within the cap");
       (void) clip_captured(r->stderr_kept, r->stderr_total, cap);
+    }
+    // A streamed exec's output frame: only stdout or stderr, never more than was sent.
+    if (auto out = proto::decode_output(payload)) {
+      fuzz::require(out->stream == 1 || out->stream == 2, "output frame of stdout or stderr");
+      fuzz::require(out->bytes.size() < payload.size(), "output frame within its payload");
     }
     (void) proto::decode_control_reply(payload);
     (void) proto::request_kind(payload);

@@ -177,6 +177,12 @@ def init_seeds() -> None:
     put("init_reply", bytes([10]) + init_frame(b"exec", b"/workspace", b"true", b"1024", b"1", b"A=B"))
     put("init_reply", bytes([10]) + init_frame(b"spawn", b"1", b"p", b"sleep", b"/", b"1", b"9", b"0"))
     put("init_reply", bytes([10]) + init_frame(b"kill", b"1", b"p", b"15"))
+    # A streamed exec: its request, output frames (a third stream is refused), a kill of
+    # the running exec (empty name).
+    put("init_reply", bytes([10]) + init_frame(b"stream", b"/workspace", b"yes", b"1024", b"0"))
+    put("init_reply", bytes([10]) + init_frame(b"out", b"1", b"hello\n") + init_frame(b"out", b"2", b"\xff")
+        + init_frame(b"out", b"3", b"x") + ok)
+    put("init_reply", bytes([10]) + init_frame(b"kill", b"1", b"", b"15"))
 
 
 def zip_bytes(members: list[tuple[str, bytes]], compression=zipfile.ZIP_DEFLATED, attrs=None) -> bytes:

@@ -63,6 +63,28 @@ BOOST_AUTO_TEST_CASE(log_format_is_text_by_default_and_json_on_request) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(stream_settings_have_defaults_are_read_and_size_frames) {
+  auto d = boxrt::default_boxd_config().server;
+  BOOST_CHECK_EQUAL(d.stream_keepalive_ms, 5000u);
+  BOOST_CHECK_EQUAL(d.max_stream_output_bytes, size_t{1} << 30);
+  BOOST_CHECK_EQUAL(d.stream_stop_grace_ms, 2000u);
+  auto c = load(R"({"stream_keepalive_ms": 250, "max_stream_output_bytes": 4096, "stream_stop_grace_ms": 0,
+                    "max_message_bytes": 4096})");
+  BOOST_REQUIRE(c);
+  auto p = boxrt::net::stream_settings(c->server);
+  BOOST_CHECK_EQUAL(p.keepalive_ms, 250);
+  BOOST_CHECK_EQUAL(p.max_output_bytes, 4096);
+  BOOST_CHECK_EQUAL(p.stop_grace_ms, 0);
+  // Every byte escaped as \u00XX, a frame's message stays within max_message_bytes...
+  BOOST_CHECK_LE(p.max_chunk_bytes * 6 + 512, 4096);
+  // ... and within the SDK's 1 MiB however large the server's limit.
+  auto large = boxrt::net::stream_settings(boxrt::default_boxd_config().server);
+  BOOST_CHECK_LE(large.max_chunk_bytes * 6 + 512, 1 << 20);
+  for (auto bad : {R"({"stream_keepalive_ms": 99})", R"({"stream_keepalive_ms": "5000"})",
+                   R"({"max_stream_output_bytes": 0})", R"({"stream_stop_grace_ms": -1})"})
+    BOOST_CHECK_MESSAGE(!load(bad), bad);
+}
+
 BOOST_AUTO_TEST_CASE(relay_attach_wait_has_a_default_and_is_read) {
   BOOST_CHECK_EQUAL(boxrt::default_boxd_config().server.relay_attach_wait_ms, 30000u);
   auto c = load(R"({"relay_attach_wait_ms": 250})");

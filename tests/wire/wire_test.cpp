@@ -625,11 +625,11 @@ std::string backend_info(net::rpc_client& c) {
 BOOST_AUTO_TEST_CASE(box_init_selects_the_named_backend_while_no_session_exists) {
   boxd_process boxd{standard_box, token_config};
   auto c = connect(boxd);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"scripted","available":true})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"scripted","available":true,"capabilities":["exec_stream"]})");
   auto r = c.call("box_init", R"({"backend":"process","local":{"host_root":"box"}})");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
   // At once, not after the next background probe.
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true,"capabilities":["exec_stream"]})");
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
   simdjson::dom::parser p;
@@ -637,7 +637,7 @@ BOOST_AUTO_TEST_CASE(box_init_selects_the_named_backend_while_no_session_exists)
   // A session exists now: the backend it runs on stays, whatever box_init names.
   r = c.call("box_init", R"({"backend":"scripted","local":{"host_root":"box"}})");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true,"capabilities":["exec_stream"]})");
   e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo again"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
   BOOST_CHECK_EQUAL(str(parse(p, e.data_json), "backend_name"), "process");
@@ -667,7 +667,7 @@ BOOST_AUTO_TEST_CASE(naming_the_running_bwrap_keeps_it_usable,
   for (const char* name : {"bwrap", "local", ""}) {
     auto r = c.call("box_init", std::string{R"({"backend":")"} + name + R"(","local":{"host_root":"box"}})");
     BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
-    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true})");
+    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true,"capabilities":["exec_stream"]})");
   }
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
@@ -677,10 +677,10 @@ BOOST_AUTO_TEST_CASE(box_init_finds_the_real_nsjail_beside_boxd,
                      *boost::unit_test::precondition(sandbox_precondition)) {
   boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
   auto c = connect(boxd);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true,"capabilities":["exec_stream"]})");
   auto r = c.call("box_init", R"({"backend":"nsjail","local":{"host_root":"box"}})");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"nsjail","available":true})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"nsjail","available":true,"capabilities":["exec_stream"]})");
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
   simdjson::dom::parser p;
@@ -699,7 +699,7 @@ BOOST_AUTO_TEST_CASE(box_init_moves_between_the_drivers_on_one_state_folder,
     auto r = c.call("box_init", std::string{R"({"backend":")"} + name + R"(","local":{"host_root":"box"}})");
     BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
     auto expected = std::string{*name ? name : "bwrap"};
-    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":")" + expected + R"(","available":true})");
+    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":")" + expected + R"(","available":true,"capabilities":["exec_stream"]})");
   }
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
@@ -774,7 +774,9 @@ BOOST_AUTO_TEST_CASE(boxctl_prints_results_and_exits_with_the_command_code) {
 BOOST_AUTO_TEST_CASE(boxctl_exec_keeps_each_argument_whole) {
   // Several arguments after `--` are one command and its arguments, quoted for sh; one
   // argument is a shell command line. A real shell runs them (the process backend).
-  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})", token_config};
+  // Small messages: a streamed command's output takes many frames (acknowledged).
+  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})",
+                    token_config + R"(, "max_message_bytes": 1024)"};
   // The instance comes from BOXCTL_INSTANCE when --instance is not given.
   auto base = "BOXCTL_INSTANCE=instance-a " + std::filesystem::path{boxd_path()}.parent_path().string()
               + "/boxctl --url " + boxd.url() + " --token " + token + " --workspace w ";
@@ -797,6 +799,19 @@ BOOST_AUTO_TEST_CASE(boxctl_exec_keeps_each_argument_whole) {
   auto [rc3, out3] = run(R"(exec -- 'echo x | tr x y')");
   BOOST_CHECK_EQUAL(rc3, 0);
   BOOST_CHECK_EQUAL(out3, "y\n");
+  // --stream (box_exec_stream): the same output and exit code, and more of it than a
+  // window of frames; output is printed as the command wrote it.
+  auto [rc4, out4] = run(R"(exec --stream -- 'printf "a\nb"; echo c >&2; exit 3')");
+  BOOST_CHECK_EQUAL(rc4, 3);
+  // (The process backend is not live: it frames box_exec's text, trailing newlines cut.)
+  BOOST_CHECK_MESSAGE(out4 == "a\nbc" || out4 == "ca\nb", out4);
+  auto [rc5, out5] = run(R"(exec --stream -- 'seq 1 3000')");
+  BOOST_CHECK_EQUAL(rc5, 0);
+  std::string expected;
+  for (int i = 1; i <= 3000; ++i)
+    expected += std::to_string(i) + "\n";
+  expected.pop_back();
+  BOOST_CHECK(out5 == expected);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

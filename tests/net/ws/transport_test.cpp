@@ -1015,6 +1015,105 @@ BOOST_AUTO_TEST_CASE(start_refuses_invalid_options_and_busy_ports) {
   caf::anon_send_exit(dir, caf::exit_reason::user_shutdown);
 }
 
+// box_exec_stream (docs/streaming.md) on the scripted backend: the connection's side.
+
+/// `text` (a request) with "stream_flow_control": 1, as the SDK's call_action_generator.
+std::string with_flow(std::string text) {
+  text.insert(text.size() - 1, R"(,"stream_flow_control":1)");
+  return text;
+}
+
+BOOST_FIXTURE_TEST_CASE(stream_acks_and_cancels_answer_with_the_sdks_texts_outside_the_cap, small_inflight_fixture) {
+  auto c = connect();
+  BOOST_REQUIRE(c.is_open());
+  auto ctx = context_json("ws-stream");
+  c.send(with_flow(request_text(1, "box_exec_stream", exec_data("held", "gate g"), ctx)));
+  c.request(2, "box_exec", exec_data("other", "gate g"), ctx);
+  BOOST_REQUIRE(backend->wait_blocked(2, std::chrono::seconds{20}));
+  // Both slots are taken: a request is busy, acknowledgements and cancels are not.
+  BOOST_CHECK_EQUAL(c.call(3, "__ping").message, "Runtime connection is busy (max 2 concurrent actions)");
+  auto ok = c.call(4, "__stream_ack", R"({"seq_id":1,"index":0})", ctx);
+  BOOST_CHECK_EQUAL(ok.code, 0);
+  BOOST_CHECK_EQUAL(ok.data, R"({"accepted":true})");
+  for (auto bad : {R"({"seq_id":"1","index":0})", R"({"seq_id":1,"index":true})", R"({"seq_id":1})"})
+    BOOST_CHECK_EQUAL(c.call(5, "__stream_ack", bad, ctx).message,
+                      "ValueError: Stream acknowledgement requires integer sequence and index");
+  // Nothing was sent yet: index 1 is ahead of the stream.
+  BOOST_CHECK_EQUAL(c.call(6, "__stream_ack", R"({"seq_id":1,"index":1})", ctx).message,
+                    "ValueError: Invalid stream acknowledgement index");
+  // Unknown, or another workspace's: not accepted, not cancelled.
+  BOOST_CHECK_EQUAL(c.call(7, "__stream_ack", R"({"seq_id":99,"index":0})", ctx).data, R"({"accepted":false})");
+  BOOST_CHECK_EQUAL(c.call(8, "__stream_ack", R"({"seq_id":1,"index":0})", context_json("ws-other")).data,
+                    R"({"accepted":false})");
+  BOOST_CHECK_EQUAL(c.call(9, "__cancel_action", R"({"seq_id":1.5})", ctx).message,
+                    "ValueError: Cancellation requires an integer seq_id");
+  BOOST_CHECK_EQUAL(c.call(10, "__cancel_action", R"({"seq_id":1})", context_json("ws-other")).data,
+                    R"({"cancelled":false})");
+  BOOST_CHECK_EQUAL(c.call(11, "__cancel_action", R"({"seq_id":1})", ctx).data, R"({"cancelled":true})");
+  backend->release_gate("g");
+  // The cancelled stream's last frame says why, then its end; box_exec answers as ever.
+  std::vector<wire_reply> stream;
+  bool exec_answered = false;
+  while (stream.empty() || stream.back().chunk_status != "end") {
+    auto r = c.read_reply();
+    if (r.seq_id == "2") {
+      exec_answered = true;
+      continue;
+    }
+    BOOST_REQUIRE_EQUAL(r.seq_id, "1");
+    stream.push_back(std::move(r));
+  }
+  if (!exec_answered)
+    BOOST_CHECK_EQUAL(c.read_reply().seq_id, "2");
+  BOOST_REQUIRE_EQUAL(stream.size(), 2u);
+  simdjson::dom::parser p;
+  auto last = parse(p, stream[0].data);
+  BOOST_CHECK_EQUAL(std::string_view{last["stream"].get_string().value()}, "result");
+  BOOST_CHECK_EQUAL(std::string_view{last["ended"].get_string().value()}, "cancel");
+  BOOST_CHECK(stream[0].raw.find(R"("stream_index":1)") != std::string::npos);
+  BOOST_CHECK_EQUAL(stream[1].data, "{}");
+  BOOST_CHECK(stream[1].raw.find("stream_index") == std::string::npos);
+}
+
+struct small_message_fixture : net_fixture {
+  small_message_fixture() : net_fixture([] {
+    net::server_options s;
+    s.max_message_bytes = 4096;
+    return with_server(s);
+  }()) {}
+};
+
+BOOST_FIXTURE_TEST_CASE(stream_frames_fit_the_message_limit_and_carry_no_index_without_flow_control,
+                        small_message_fixture) {
+  auto c = connect();
+  BOOST_REQUIRE(c.is_open());
+  // 20000 bytes: far more than one 4096-byte message holds, in many frames of it.
+  c.request(1, "box_exec_stream", exec_data("big", "bytes 20000"), context_json("ws-frames"));
+  std::string out;
+  int frames = 0;
+  for (;;) {
+    auto text = c.read();
+    BOOST_REQUIRE(text);
+    BOOST_CHECK_LE(text->size(), 4096u);
+    auto r = parse_reply(*text);
+    BOOST_REQUIRE_EQUAL(r.code, 0);
+    BOOST_CHECK(text->find("stream_index") == std::string::npos);
+    if (r.chunk_status == "end")
+      break;
+    simdjson::dom::parser p;
+    auto d = parse(p, r.data);
+    if (std::string_view{d["stream"].get_string().value()} == "stdout") {
+      BOOST_CHECK_EQUAL(d["offset"].get_int64().value(), static_cast<int64_t>(out.size()));
+      out += std::string{d["data"].get_string().value()};
+      ++frames;
+    } else {
+      BOOST_CHECK_EQUAL(d["stdout_bytes"].get_int64().value(), 20000);
+    }
+  }
+  BOOST_CHECK_EQUAL(out, std::string(20000, 'x'));
+  BOOST_CHECK_GT(frames, 5);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 } // namespace boxrt::test
