@@ -472,13 +472,15 @@ proto::exec_reply run(const proto::exec_request& req) {
   bool stderr_next = false;
   // Read until the command exits; then kill what it left in its group and read until
   // both streams close (a process that escaped the group gets 100 ms, then is cut off).
-  // Managed processes are reaped and control requests served meanwhile.
-  while (open_out || open_err || !pending.empty()) {
+  // Managed processes are reaped and control requests served meanwhile, also while a
+  // command that closed its stdout and stderr still runs.
+  while (open_out || open_err || !pending.empty() || !exited) {
     if (!exited) {
       auto r = ::waitpid(pid, &status, WNOHANG);
       if (r == pid) {
         exited = true;
         ::kill(-pid, SIGKILL);
+        ctl.exec = -1;  // its group id may be another process's from now on
       }
     }
     pollfd fds[4];

@@ -4,6 +4,7 @@
 // launch.cpp.
 #include "backends/sandbox/detail.hpp"
 #include "backends/nsjail/nsjail.hpp"
+#include <poll.h>
 
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U // Linux 6.3; older kernels refuse it and get the plain memfd
@@ -402,8 +403,23 @@ result<stream_end> sandbox_backend::exec_stream(backend_session& session, const 
     return err;
   auto t0 = clock_type::now();
   auto deadline = deadline_after(t0, spec.timeout_sec);
-  output_framer framer{sink, params, deadline};
-  const auto keepalive = milliseconds{std::max<int64_t>(params.keepalive_ms, 1)};
+  // Cancelled before it started (the cancel came while it waited in the session's
+  // queue): it never runs.
+  if (auto why = sink.stop_reason(); !why.empty()) {
+    end.result.session_id = spec.session_id;
+    end.result.backend_name = name();
+    end.result.exit_code = -1;
+    end.ended = why;
+    return end;
+  }
+  // While the consumer has no room nothing is read from init: a sandbox that dies
+  // meanwhile is seen by its channel's hang-up.
+  output_framer framer{sink, params, deadline, [fd = s->channel.get()] {
+                         pollfd p{fd, 0, 0};
+                         return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)) != 0;
+                       }};
+  auto oom_before = s->group ? s->group->oom_kills() : 0;
+  // Keepalives are the connection's (net/rpc/connection.cpp): it sees every quiet time.
   // How the command is being ended ("" while it runs), and when its KILL is due.
   std::string ended;
   clock_type::time_point kill_at{};
@@ -415,7 +431,6 @@ result<stream_end> sandbox_backend::exec_stream(backend_session& session, const 
     signal_exec(*s, SIGTERM);
     kill_at = clock_type::now() + milliseconds{std::max<int64_t>(params.stop_grace_ms, 0)};
   };
-  auto quiet_from = framer.last_frame();
   std::optional<proto::exec_reply> reply;
   // Kept across the loop's short waits: a frame they cut is completed by the next read.
   init_channel::frame_reader reader;
@@ -435,15 +450,10 @@ result<stream_end> sandbox_backend::exec_stream(backend_session& session, const 
     }
     if (killed && now >= kill_at + seconds{5})
       break;  // init does not answer: the sandbox goes below
-    if (ended.empty() && now >= std::max(framer.last_frame(), quiet_from) + keepalive) {
-      framer.keepalive();
-      quiet_from = now;
-    }
-    // Running: the next keepalive, the timeout, and a look at the sink's stop every
-    // 100 ms. Being ended: the KILL, then 5 s for init's result.
+    // Running: the timeout, and a look at the sink's stop every 100 ms. Being ended:
+    // the KILL, then 5 s for init's result.
     auto until = !ended.empty() ? (killed ? kill_at + seconds{5} : kill_at)
-                                : std::min({deadline, std::max(framer.last_frame(), quiet_from) + keepalive,
-                                            now + milliseconds{100}});
+                                : std::min(deadline, now + milliseconds{100});
     std::string payload;
     st = reader.read(s->channel.get(), payload, until, &s->interrupted_,
                      static_cast<uint32_t>(proto::max_output_chunk + 4096 + init_channel::max_reply_bytes(0)));
@@ -461,6 +471,7 @@ result<stream_end> sandbox_backend::exec_stream(backend_session& session, const 
         case output_framer::outcome::stop: end_command(sink.stop_reason()); break;
         case output_framer::outcome::timeout: end_command("timeout"); break;
         case output_framer::outcome::limit: end_command("output_limit"); break;
+        case output_framer::outcome::gone: st = read_status::closed; break;
       }
       continue;
     }
@@ -486,6 +497,16 @@ result<stream_end> sandbox_backend::exec_stream(backend_session& session, const 
       // The sandbox died under the command: the stream ends with this error at once,
       // and the next exec gets a fresh sandbox of the same session.
       s->kill_sandbox(false);
+      if (s->group && s->group->oom_kills() > oom_before) {
+        // The out-of-memory killer took it: reported as box_exec reports it.
+        framer.push(2, "out of memory");
+        end.result.exit_code = 137;
+        end.ended = ended.empty() ? std::string{"exit"} : ended;
+        end.stdout_bytes = framer.bytes(1);
+        end.stderr_bytes = framer.bytes(2);
+        end.frames = framer.frames();
+        return end;
+      }
       return make_box_error(ec::box_error, s->what() + " exited during the command");
     }
     // Init did not answer after the KILL (or took no request): the sandbox goes.

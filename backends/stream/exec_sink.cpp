@@ -25,14 +25,20 @@ size_t cut_tail(std::string_view s) noexcept {
 } // namespace
 
 output_framer::outcome output_framer::send(int stream, std::string text, int64_t offset) {
-  switch (sink_.wait_room(deadline_)) {
-    case exec_sink::wait_result::stop: return outcome::stop;
-    case exec_sink::wait_result::expired: return outcome::timeout;
-    case exec_sink::wait_result::room: break;
+  for (;;) {
+    auto until = gone_ ? std::min(deadline_, clock_type::now() + std::chrono::milliseconds{100}) : deadline_;
+    auto r = sink_.wait_room(until);
+    if (r == exec_sink::wait_result::stop)
+      return outcome::stop;
+    if (r == exec_sink::wait_result::room)
+      break;
+    if (clock_type::now() >= deadline_)
+      return outcome::timeout;
+    if (gone_())
+      return outcome::gone;
   }
   sink_.emit({stream == 2 ? "stderr" : "stdout", std::move(text), offset});
   ++frames_;
-  last_ = clock_type::now();
   return outcome::ok;
 }
 
@@ -77,15 +83,6 @@ output_framer::outcome output_framer::flush() {
       return r;
   }
   return outcome::ok;
-}
-
-bool output_framer::keepalive() {
-  if (sink_.wait_room(clock_type::now()) != exec_sink::wait_result::room)
-    return false;
-  sink_.emit({"keepalive", {}, 0});
-  ++frames_;
-  last_ = clock_type::now();
-  return true;
 }
 
 result<stream_end> backend::exec_stream(backend_session& session, const box_spec& spec,

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -38,24 +39,24 @@ class output_framer {
  public:
   using clock_type = exec_sink::clock_type;
   /// ok: framed; stop: the sink said stop; timeout: `deadline` passed while waiting for
-  /// room; limit: the output passed max_output_bytes (what fits was framed).
-  enum class outcome { ok, stop, timeout, limit };
+  /// room; limit: the output passed max_output_bytes (what fits was framed); gone: the
+  /// command's sandbox went away while waiting for room.
+  enum class outcome { ok, stop, timeout, limit, gone };
 
-  output_framer(exec_sink& sink, const stream_params& params, clock_type::time_point deadline)
-    : sink_(sink), params_(params), deadline_(deadline), last_(clock_type::now()) {}
+  /// `gone` (when set) is asked every 100 ms while the sink has no room: true ends the
+  /// wait (a sandbox that dies is noticed at once, not at the deadline).
+  output_framer(exec_sink& sink, const stream_params& params, clock_type::time_point deadline,
+                std::function<bool()> gone = {})
+    : sink_(sink), params_(params), deadline_(deadline), gone_(std::move(gone)) {}
 
   /// Frames `raw` of stream 1 (stdout) or 2 (stderr); blocks while the sink has no room.
   outcome push(int stream, std::string_view raw);
   /// Sends what is left of cut sequences (as U+FFFD once encoded).
   outcome flush();
-  /// Sends a keepalive frame when the sink has room now (never waits); true when sent.
-  bool keepalive();
 
   /// Raw bytes of stream 1 or 2 seen so far.
   int64_t bytes(int stream) const { return seen_[index(stream)]; }
   int64_t frames() const { return frames_; }
-  /// When the last frame was sent (or the framer made).
-  clock_type::time_point last_frame() const { return last_; }
 
  private:
   static size_t index(int stream) { return stream == 2 ? 1 : 0; }
@@ -64,7 +65,7 @@ class output_framer {
   exec_sink& sink_;
   stream_params params_;
   clock_type::time_point deadline_;
-  clock_type::time_point last_;
+  std::function<bool()> gone_;
   /// Per stream: raw bytes seen, bytes framed, and the cut sequence waiting for its end.
   std::array<int64_t, 2> seen_{};
   std::array<int64_t, 2> framed_{};

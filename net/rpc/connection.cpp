@@ -66,6 +66,11 @@ struct stream_state {
   bool flow = false;             // the caller acknowledges (stream_flow_control: 1)
   int64_t sent = 0;              // indexed frames sent
   int64_t acked = 0;             // the last index acknowledged
+  /// Indexes of this connection's own keepalives not acknowledged yet: their
+  /// acknowledgement gives the session no credit (it never sent them).
+  std::deque<int64_t> own;
+  /// When the last frame went out: a keepalive follows after server.stream_keepalive_ms.
+  steady::time_point last_sent = steady::now();
   session_actor session;         // known once the command started
   bool cancel_pending = false;   // cancelled before the session was known
   /// The request ended: what waits goes without the window. The SDK's sender sends its
@@ -137,9 +142,9 @@ void send_text(connection_ptr self, std::string text, bool holds_slot = false) {
     self->state.args.out->send(std::move(text), holds_slot);
 }
 
-void send_frame(connection_ptr self, std::string text, uint64_t written_token) {
+void send_frame(connection_ptr self, std::string text, uint64_t written_token, bool reply = false) {
   if (self->state.args.out)
-    self->state.args.out->send_frame(std::move(text), written_token);
+    self->state.args.out->send_frame(std::move(text), written_token, reply);
 }
 
 /// Sends `r`, or the error that replaces a reply too large to send; returns the error
@@ -235,6 +240,7 @@ void flush_stream(connection_ptr self, uint64_t token) {
       return;
     }
     ++x.sent;
+    x.last_sent = steady::now();
     // Without flow control the caller never acknowledges: a frame written to the socket
     // gives its place back instead (written_atom), so a slow reader holds up the command.
     send_frame(self, render_frame(x.seq_id, data, false,
@@ -243,12 +249,39 @@ void flush_stream(connection_ptr self, uint64_t token) {
   }
 }
 
-/// A frame of a running stream from its session.
-void stream_frame(connection_ptr self, uint64_t token, const stream_chunk& c) {
+/// Keepalives come from here, the one place that sees every quiet time of a stream:
+/// queued behind another command, a cold sandbox, a backend that is not live, a command
+/// being ended. One takes an index and a window slot like any frame.
+void stream_tick(connection_ptr self, uint64_t token) {
   auto& st = self->state;
   auto i = st.streams.find(token);
   if (i == st.streams.end())
     return;
+  auto& x = i->second;
+  const auto period = std::chrono::milliseconds{std::max<int64_t>(st.args.stream.keepalive_ms, 1)};
+  auto now = steady::now();
+  if (now - x.last_sent >= period && x.waiting.empty() && !x.final
+      && (!x.flow || x.sent - x.acked < stream_window)) {
+    ++x.sent;
+    if (x.flow)
+      x.own.push_back(x.sent);
+    x.last_sent = now;
+    send_frame(self, render_frame(x.seq_id, R"({"stream":"keepalive"})", false,
+                                  x.flow ? std::optional<int64_t>{x.sent} : std::nullopt), 0);
+  }
+  auto next = std::max<steady::duration>(period - (now - x.last_sent), std::chrono::milliseconds{10});
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(next), tick_atom_v, token);
+}
+
+/// A frame of a running stream from its session; a stream this connection no longer has
+/// (its request ended in an error) is cancelled.
+void stream_frame(connection_ptr self, uint64_t token, const stream_chunk& c) {
+  auto& st = self->state;
+  auto i = st.streams.find(token);
+  if (i == st.streams.end()) {
+    self->send(caf::actor_cast<session_actor>(self->current_sender()), cancel_atom_v, token);
+    return;
+  }
   json::writer w;
   w.begin_object();
   w.key("stream").value(c.stream);
@@ -267,6 +300,9 @@ void finish_stream(connection_ptr self, uint64_t token, const reply& r) {
   if (i == st.streams.end())
     return;
   if (r.error) {
+    // The command may still run (a request that expired inside the runtime): it ends.
+    if (i->second.session)
+      self->send(i->second.session, cancel_atom_v, token);
     st.streams.erase(i);
     return;  // finish() sends the error as the request's reply
   }
@@ -320,8 +356,14 @@ reply stream_control(connection_ptr self, const envelope& req) {
     return keyed("accepted", false);
   if (*index < x->acked || *index > x->sent)
     return reply{{ec::value, "Invalid stream acknowledgement index"}, "{}"};
-  if (x->session && *index > x->acked)
-    self->send(x->session, credit_atom_v, token, *index - x->acked);
+  // Credit for the session's own frames among those acknowledged now.
+  int64_t credit = *index - x->acked;
+  while (!x->own.empty() && x->own.front() <= *index) {
+    x->own.pop_front();
+    --credit;
+  }
+  if (x->session && credit > 0)
+    self->send(x->session, credit_atom_v, token, credit);
   x->acked = *index;
   flush_stream(self, token);
   return keyed("accepted", true);
@@ -338,11 +380,12 @@ void finish(connection_ptr self, uint64_t token, reply r) {
   st.inflight.erase(i);
   if (st.streams.contains(token)) {
     finish_stream(self, token, r);
-    if (!r.error) {
-      record(*series, {}, arrived);
-      report_inflight(self);
-      return;
-    }
+    // An error goes after the stream's frames, never ahead of them as a small reply may.
+    record(*series, r.error, arrived);
+    if (r.error)
+      send_frame(self, render(seq_id, r.error, r.data_json), 0, true);
+    report_inflight(self);
+    return;
   }
   // The reply takes over the slot before the count drops, so the socket never sees
   // fewer slots taken than there are (see heartbeat).
@@ -401,6 +444,8 @@ void handle_request(connection_ptr self, envelope& req) {
     st.streams.emplace(token, std::move(x));
     st.env.stream = st.args.stream;
     st.env.stream.token = token;
+    self->delayed_send(self, std::chrono::milliseconds{std::max<int64_t>(st.args.stream.keepalive_ms, 1)},
+                       tick_atom_v, token);
   }
   try {
     dispatch(st.env, req.action, req.data, req.context ? &*req.context : nullptr,
@@ -441,13 +486,17 @@ caf::behavior connection(connection_ptr self, connection_args args) {
     [self](stream_atom, uint64_t token) {
       auto& st = self->state;
       auto i = st.streams.find(token);
-      if (i == st.streams.end())
+      if (i == st.streams.end()) {
+        // Its request already ended in an error: the command is not wanted.
+        self->send(caf::actor_cast<session_actor>(self->current_sender()), cancel_atom_v, token);
         return;
+      }
       i->second.session = caf::actor_cast<session_actor>(self->current_sender());
       if (i->second.cancel_pending && i->second.session)
         self->send(i->second.session, cancel_atom_v, token);
     },
     [self](stream_atom, uint64_t token, const stream_chunk& c) { stream_frame(self, token, c); },
+    [self](tick_atom, uint64_t token) { stream_tick(self, token); },
     // A frame of a stream without flow control is written: the session may send one more.
     [self](written_atom, uint64_t token) {
       auto& st = self->state;

@@ -26,8 +26,9 @@ class outbound {
 
   /// Queues one frame of a stream (box_exec_stream): written after every message queued
   /// before it (a small reply may go ahead of large ones; a frame never does). With a
-  /// `written_token`, the actor gets (written_atom, written_token) once it is written.
-  virtual void send_frame(std::string text, uint64_t written_token) = 0;
+  /// `written_token`, the actor gets (written_atom, written_token) once it is written; a
+  /// `reply` (a stream's error) holds its slot as send() does.
+  virtual void send_frame(std::string text, uint64_t written_token, bool reply = false) = 0;
 
   /// Replies sent and not yet written to the socket. They still count against the
   /// in-flight cap, so a client that does not read cannot make boxd hold more than

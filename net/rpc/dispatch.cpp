@@ -88,7 +88,12 @@ struct wire<xstream_atom> {
     w.key("stream").value("result");
     w.key("session_id").value(x.result.session_id);
     w.key("status").value(to_string(x.result.status));
-    w.key("exit_code").value(x.result.exit_code);
+    // null as box_exec gives it for a timeout, and for a command that never ran.
+    w.key("exit_code");
+    if (x.result.status == exec_status::timed_out || x.result.exit_code < 0)
+      w.null();
+    else
+      w.value(x.result.exit_code);
     w.key("duration_ms").value(x.result.duration_ms);
     w.key("ended").value(x.ended);
     w.key("stdout_bytes").value(x.stdout_bytes);

@@ -47,7 +47,7 @@ class ws_handle final : public outbound {
     : session_(std::move(session)), gate_(std::move(gate)), window_(std::move(window)) {}
 
   void send(std::string text, bool reply) override;
-  void send_frame(std::string text, uint64_t written_token) override;
+  void send_frame(std::string text, uint64_t written_token, bool reply) override;
   void close(uint16_t code, std::string reason) override;
   void consumed(size_t bytes) override;
   void in_flight(size_t n) override { window_->requests = n; }
@@ -368,11 +368,17 @@ void ws_handle::send(std::string text, bool reply) {
     window_->add_unwritten(-1);
 }
 
-void ws_handle::send_frame(std::string text, uint64_t written_token) {
+void ws_handle::send_frame(std::string text, uint64_t written_token, bool reply) {
+  if (reply)
+    window_->add_unwritten(1);
   std::shared_lock lock{gate_->mtx};
   if (gate_->open)
-    if (auto s = session_.lock())
-      s->post_send(std::move(text), false, true, written_token);
+    if (auto s = session_.lock()) {
+      s->post_send(std::move(text), reply, true, written_token);
+      return;
+    }
+  if (reply)
+    window_->add_unwritten(-1);
 }
 
 void ws_handle::consumed(size_t bytes) {
