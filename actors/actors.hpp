@@ -42,6 +42,11 @@ using session_actor = caf::typed_actor<
   // the last command's mounts, and is no use of the session (its TTL runs on); a busy
   // session answers with an error instead of queueing it.
   caf::replies_to<probe_atom, box_spec>::with<exec_result>,
+  // A file action on the session's workspace (docs/files.md): on the worker pool at
+  // once, beside a running command, never queued behind it.
+  caf::replies_to<file_atom, file_op, file_limits>::with<file_result>,
+  // Worker pool: the file action with this token finished.
+  caf::reacts_to<fdone_atom, uint64_t, file_outcome>,
   // Replies once the sandbox has started (box_create_session).
   caf::replies_to<create_atom>::with<session_info>,
   // Current info, answered at once.
@@ -108,6 +113,9 @@ using tenant_routes = route_list<
   tenant_route<exec_atom, exec_request, exec_result>,
   // box_exec_stream: its frames go to the caller meanwhile (docs/streaming.md).
   tenant_route<xstream_atom, exec_stream_request, stream_end>,
+  // box_read_file, box_write_file, box_list_files, box_stat_file, box_remove_file,
+  // box_make_dir, box_move_file (docs/files.md).
+  tenant_route<file_atom, file_request, file_result>,
   // box_create_session.
   tenant_route<create_atom, exec_request, session_info>,
   // box_get_session.

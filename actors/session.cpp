@@ -196,6 +196,9 @@ void begin_stop(self_ptr self, box_error reason) {
   for (auto& [token, w] : st.stats_waiters)
     w.first.deliver(std::move(w.second));
   st.stats_waiters.clear();
+  for (auto& [token, rp] : st.file_waiters)
+    rp.deliver(to_caf_error(reason));
+  st.file_waiters.clear();
   st.stop_reason = std::move(reason);
   fail_pending(self, st.stop_reason);
   if (previous == session_state::phase::running) {
@@ -326,6 +329,46 @@ session_actor::behavior_type session_behavior(self_ptr self, session_args a) {
         i->second.first.deliver(std::move(out));
         waiters.erase(i);
       }
+    },
+    [self](file_atom, file_op& op, file_limits& limits) -> caf::typed_response_promise<file_result> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<file_result>();
+      // Beside a running command, never behind it (docs/files.md): the handle is only
+      // replaced by a start job, so while ready or running it is stable.
+      auto ready = st.current == session_state::phase::ready
+                   || st.current == session_state::phase::running;
+      if (st.current == session_state::phase::stopping) {
+        rp.deliver(to_caf_error(st.stop_reason));
+        return rp;
+      }
+      if (!ready || !st.box->handle) {
+        rp.deliver(to_caf_error(box_error{ec::box_error, "session " + st.args.logical_id + " is starting"}));
+        return rp;
+      }
+      auto token = st.next_token++;
+      st.file_waiters.emplace(token, rp);
+      auto job = [handle = st.box->handle, backend = st.args.backend, op = std::move(op), limits]() {
+        file_outcome out;
+        auto r = backend->file_action(*handle, op, limits);
+        if (r)
+          out.result = std::move(r.value());
+        else
+          out.error = r.error();
+        return out;
+      };
+      pool_job(*st.args.pool, caf::actor_cast<session_actor>(self), std::move(job), fdone_atom_v, token);
+      return rp;
+    },
+    [self](fdone_atom, uint64_t token, file_outcome& out) {
+      auto& waiters = self->state.file_waiters;
+      auto i = waiters.find(token);
+      if (i == waiters.end())
+        return;
+      if (out.error)
+        i->second.deliver(to_caf_error(out.error));
+      else
+        i->second.deliver(std::move(out.result));
+      waiters.erase(i);
     },
     [self](probe_atom, box_spec& spec) -> caf::typed_response_promise<exec_result> {
       auto& st = self->state;

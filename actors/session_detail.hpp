@@ -151,6 +151,10 @@ struct session_state {
   std::map<uint64_t, std::pair<caf::typed_response_promise<session_stats>, session_stats>>
     stats_waiters;
 
+  /// File actions on the worker pool (docs/files.md), by token; a stopping session
+  /// answers them with its reason.
+  std::map<uint64_t, caf::typed_response_promise<file_result>> file_waiters;
+
   /// The running command is a storage probe (no use of the session).
   bool probing = false;
   /// The extra mounts of the last command run (a probe keeps them).

@@ -108,6 +108,20 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
                    });
       return rp;
     },
+    [self](file_atom, file_request& req) -> caf::result<file_result> {
+      // box_exec's gate: the generation, the forged-field rules on the payload, then the
+      // session's own checks with the entitlement and the grant (docs/files.md).
+      if (auto err = pre_gate(self, req.ctx, &req.facts, req.decode_error))
+        return refused(self, err);
+      session_request s{req.ctx, req.session_id, {}};
+      auto found = find_session(self, s);
+      if (!found)
+        return refused(self, found.error());
+      auto i = self->state.sessions.find(found->physical);
+      if (!i->second.actor)
+        return to_caf_error({ec::session_not_found, "session " + found->logical + " not found"});
+      return self->delegate(i->second.actor, file_atom_v, std::move(req.op), req.limits);
+    },
     [self](pstart_atom, process_request& req) -> caf::result<process_info> {
       auto found = find_process_session(self, req);
       if (!found)

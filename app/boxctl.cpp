@@ -12,6 +12,7 @@
 
 #include <simdjson.h>
 
+#include "app/boxctl_files.hpp"
 #include "app/cli_flags.hpp"
 #include "messages/base/json.hpp"
 #include "net/ws/client.hpp"
@@ -35,6 +36,14 @@ const char* usage =
   "  sessions [--stats]          list this workspace's sessions; --stats: each one's\n"
   "                              CPU time, memory and workspace bytes (box_status)\n"
   "  delete SESSION              delete a session\n"
+  "  ls [--session ID] [-l] [-R] [PATH]\n"
+  "                              list a folder of the session's workspace\n"
+  "  cat [--session ID] PATH     print a file of the session's workspace\n"
+  "  rm [--session ID] [-r] PATH remove a file (-r: a folder and what is in it)\n"
+  "  cp [--session ID] [-r] SRC DST\n"
+  "                              copy between here and the session's workspace, which\n"
+  "                              is written :PATH (cp ./a.txt :/workspace/a.txt, or\n"
+  "                              cp -r :out ./out). Sessions default to \"boxctl\"\n"
   "  entitlement put FILE.json   push an entitlement snapshot\n"
   "  grant put FILE.json         push a sandbox admission grant\n"
   "  revoke FILE.json            push a sandbox admission revocation\n"
@@ -271,6 +280,8 @@ int main(int argc, char** argv) {
         return fail("boxctl: revoke FILE.json");
       return show(client.call("box_revoke_sandbox_admission_grant", read_file(rest[0])));
     }
+    if (boxctl::is_files_command(command))
+      return boxctl::files_command(client, context, command, rest);
     if (command == "exec") {
       std::string session = "boxctl";
       bool stream = ::isatty(STDOUT_FILENO) == 1;

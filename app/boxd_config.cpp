@@ -119,7 +119,9 @@ box_error apply_server(element section, net::server_options& out) {
                         size_key{"relay_attach_wait_ms", 0, 3600000, &out.relay_attach_wait_ms},
                         size_key{"stream_keepalive_ms", 100, 3600000, &out.stream_keepalive_ms},
                         size_key{"max_stream_output_bytes", 1, size_t{1} << 50, &out.max_stream_output_bytes},
-                        size_key{"stream_stop_grace_ms", 0, 600000, &out.stream_stop_grace_ms}})
+                        size_key{"stream_stop_grace_ms", 0, 600000, &out.stream_stop_grace_ms},
+                        size_key{"max_file_call_bytes", 1, size_t{64} << 20, &out.max_file_call_bytes},
+                        size_key{"max_list_entries", 1, 10000000, &out.max_list_entries}})
     if (auto err = server.size(k.key, k.min, k.max, *k.field))
       return err;
   if (auto err = read_uid_range(server, out))

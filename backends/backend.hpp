@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/files/workspace_files.hpp"
 #include "backends/stream/exec_sink.hpp"
 #include "messages/error.hpp"
 #include "messages/models.hpp"
@@ -100,6 +101,16 @@ class backend {
   virtual result<stream_end> exec_stream(backend_session& session, const box_spec& spec,
                                          const exec_limits& limits, const stream_params& params,
                                          exec_sink& sink);
+
+  /// A file action on the session's workspace (docs/files.md), done by the host through
+  /// descriptors beneath the workspace root as the workspace's uid (files::run). It runs
+  /// beside a command of the session, never behind it. Blocking (worker pool only).
+  virtual result<file_result> file_action(backend_session& session, const file_op& op, const files::limits& lim) {
+    (void)session;
+    (void)op;
+    (void)lim;
+    return box_error{ec::box_error, "the " + name() + " backend has no file actions"};
+  }
 
   /// Starts `spec.command` with `spec.args` (no shell) as a managed process in the
   /// session's sandbox, `spec.cwd` created first. A command that cannot be executed

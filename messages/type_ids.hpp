@@ -6,6 +6,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
 
+#include "messages/files.hpp"
 #include "messages/models.hpp"
 #include "messages/requests.hpp"
 
@@ -47,6 +48,15 @@ BOXRT_INSPECT(stream_params, token, credit, keepalive_ms, max_chunk_bytes, max_o
 BOXRT_INSPECT(stream_chunk, stream, data, offset)
 
 BOXRT_INSPECT(stream_end, result, ended, stdout_bytes, stderr_bytes, frames)
+
+BOXRT_INSPECT(file_op, verb, path, to, offset, length, content, mode, append, truncate, make_parents,
+              recursive, overwrite, depth, encoding)
+
+BOXRT_INSPECT(file_entry, path, type, size, mode, mtime, target)
+
+BOXRT_INSPECT(file_result, verb, path, to, encoding, offset, data, length, eof, size, written, entries, truncated)
+
+BOXRT_INSPECT(file_outcome, result, error)
 
 BOXRT_INSPECT(action_context, instance_uuid, workspace_uuid, placement_generation,
               entitlement_revision)
@@ -104,6 +114,10 @@ BOXRT_INSPECT(payload_facts, host_controlled_keys, has_session_id, session_id, n
 BOXRT_INSPECT(exec_request, ctx, spec, facts, decode_error)
 
 BOXRT_INSPECT(exec_stream_request, exec, params)
+
+BOXRT_INSPECT(file_limits, max_call_bytes, max_list_entries, max_list_depth)
+
+BOXRT_INSPECT(file_request, ctx, session_id, op, limits, facts, decode_error)
 
 BOXRT_INSPECT(session_request, ctx, session_id, decode_error)
 
@@ -172,6 +186,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_chunk))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_end))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::exec_stream_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::file_op))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::file_entry))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::file_result))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::file_limits))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::file_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::file_outcome))
 
   // Atoms are verbs; CAF 0.17 atoms are at most 10 characters.
   CAF_ADD_ATOM(boxrt, boxrt, exec_atom, "exec")
@@ -230,5 +250,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, xstream_atom, "xstream")
   CAF_ADD_ATOM(boxrt, boxrt, stream_atom, "stream")
   CAF_ADD_ATOM(boxrt, boxrt, cancel_atom, "cancel")
+  // A file action on a session's workspace (docs/files.md) and its worker job's end.
+  CAF_ADD_ATOM(boxrt, boxrt, file_atom, "file")
+  CAF_ADD_ATOM(boxrt, boxrt, fdone_atom, "fdone")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

@@ -1,5 +1,6 @@
 // The process backend: a session is a host directory, an exec a host shell in it.
 #include "backends/process/process_backend.hpp"
+#include "backends/linux/beneath.hpp"
 #include "backends/linux/deadline.hpp"
 #include "backends/linux/managed.hpp"
 #include "backends/readiness_keys.hpp"
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -225,6 +227,23 @@ void process_backend::cleanup_orphans() {
   if (auto n = remove_foreign_session_dirs(base_dir_, instance_id_); n > 0)
     spdlog::info("process backend: removed {} session directories of earlier runs from {}", n,
                  base_dir_);
+}
+
+result<file_result> process_backend::file_action(backend_session& session, const file_op& op,
+                                                 const files::limits& lim) {
+  auto* self = dynamic_cast<process_session*>(&session);
+  if (self == nullptr)
+    return make_box_error(ec::box_error, "not a process session");
+  const auto& spec = self->spec();
+  const bool host = !spec.host_path.empty() && spec.host_path_mode != mount_mode::none;
+  auto root = beneath::open_trusted(host ? spec.host_path : self->dir() + "/workspace", O_PATH | O_DIRECTORY);
+  if (!root)
+    return make_box_error(ec::box_error, "the session's workspace cannot be opened: " + std::string{std::strerror(errno)});
+  files::workspace ws;
+  ws.root = root.get();
+  ws.read_only = host && spec.host_path_mode == mount_mode::ro;
+  ws.shown = spec.mount_path;
+  return files::run(ws, op, lim);
 }
 
 } // namespace boxrt

@@ -37,6 +37,8 @@ class process_backend : public backend {
   /// as exec maps its workdir, env PATH, HOME and spec.env. No isolation at all.
   result<std::shared_ptr<managed_process>> start_managed_process(backend_session& session,
                                                                  const process_spec& spec) override;
+  /// On the host folder the session's mount_path maps to (no isolation, boxd's own uid).
+  result<file_result> file_action(backend_session& session, const file_op& op, const files::limits& lim) override;
   /// Ends a running exec and every managed process, and removes the session directory.
   void stop_session(backend_session& session) override;
   /// Removes session directories of other instances from the base directory.

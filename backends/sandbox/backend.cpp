@@ -961,4 +961,22 @@ std::map<uint32_t, std::string> sandbox_backend::held_uids() const {
   return impl_->host->uids->held();
 }
 
+result<file_result> sandbox_backend::file_action(backend_session& session, const file_op& op,
+                                                 const files::limits& lim) {
+  auto* s = dynamic_cast<sandbox_session*>(&session);
+  if (s == nullptr)
+    return make_box_error(ec::box_error, "not a " + name() + " session");
+  return s->with_workspace([&](int root) -> result<file_result> {
+    if (root < 0)
+      return make_box_error(ec::box_error, s->what() + " has no workspace now");
+    files::workspace ws;
+    ws.root = root;
+    ws.uid = s->uid;
+    ws.gid = s->gid;
+    ws.read_only = mounts_host_path(s->spec) && s->spec.host_path_mode == mount_mode::ro;
+    ws.shown = s->spec.mount_path;
+    return files::run(ws, op, lim);
+  });
+}
+
 } // namespace boxrt

@@ -274,6 +274,18 @@ class sandbox_session final : public backend_session, public std::enable_shared_
 
   /// Ends the sandbox and frees everything it held. Idempotent.
   void teardown();
+  /// Runs `fn` on the workspace's root folder (an O_PATH descriptor; -1 before the first
+  /// launch or after the teardown), holding the teardown off meanwhile: a quota image is
+  /// never unmounted under a file action.
+  template <class F>
+  auto with_workspace(F&& fn) {
+    std::lock_guard lock{teardown_mtx_};
+    unique_fd root;
+    if (!torn_down_ && prepared)
+      root = workspace_root_locked();
+    return fn(root.get());
+  }
+  unique_fd workspace_root_locked() const;
 
   /// What the sandbox uses now (backend::session_usage). Waits for a teardown in
   /// progress, and reads nothing after it.

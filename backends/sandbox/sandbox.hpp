@@ -150,6 +150,9 @@ class sandbox_backend : public backend {
   result<stream_end> exec_stream(backend_session& session, const box_spec& spec,
                                  const exec_limits& limits, const stream_params& params,
                                  exec_sink& sink) override;
+  /// On the workspace's host folder (the quota image's root when it has one), as the
+  /// sandbox uid; a read-only host path takes no change.
+  result<file_result> file_action(backend_session& session, const file_op& op, const files::limits& lim) override;
   /// Runs the process inside the session's sandbox (its namespaces, cgroup, uid and
   /// seccomp filter) as a child of boxrt-init, through FIFOs of the session's io folder.
   /// `memory_mb` is not applied: the session's memory limit covers it.

@@ -396,6 +396,16 @@ void sandbox_session::end_sandbox() {
   artifacts.mounted.clear();
 }
 
+unique_fd sandbox_session::workspace_root_locked() const {
+  // The quota image's root as it was mounted; else the host path or the private
+  // workspace, opened by a walk that follows no link a sandbox could have planted.
+  if (workspace_fd)
+    return unique_fd{::fcntl(workspace_fd.get(), F_DUPFD_CLOEXEC, 0)};
+  if (mounts_host_path(spec))
+    return beneath::open_trusted(spec.host_path, O_PATH | O_DIRECTORY);
+  return beneath::open_trusted(private_dir + "/workspace", O_PATH | O_DIRECTORY);
+}
+
 void sandbox_session::teardown() {
   std::lock_guard lock{teardown_mtx_};
   if (torn_down_)

@@ -477,6 +477,7 @@ caf::behavior connection(connection_ptr self, connection_args args) {
   st.env.self = self;
   st.env.directory = st.args.directory;
   st.env.pool = st.args.pool;
+  st.env.files = st.args.files;
   st.env.shared = st.args.shared;
   st.env.transfer_dir = st.args.transfer_dir;
   return {

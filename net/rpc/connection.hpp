@@ -80,6 +80,8 @@ struct connection_args {
   size_t max_inflight = 128;
   /// box_exec_stream's settings (server.stream_*; the token is set per stream).
   stream_params stream;
+  /// The file actions' bounds (docs/files.md).
+  file_limits files;
   /// "" = no transfer directory for this connection.
   std::string transfer_dir;
   /// For log lines only ("127.0.0.1:53412").

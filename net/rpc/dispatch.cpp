@@ -3,6 +3,7 @@
 // box_init's default workspace, the shared-workspace probe) runs on the worker pool and
 // comes back to the connection actor as a message (run_blocking, env.jobs).
 #include "net/rpc/action_support.hpp"
+#include "messages/base/base64.hpp"
 
 namespace boxrt::net {
 
@@ -256,6 +257,244 @@ constexpr char stopped_key[] = "stopped";
 template <>
 struct wire<pstop_atom> : process_wire<false>, keyed_reply<stopped_key> {};
 
+/// The file actions (docs/files.md): data.session_id and data.path first (KeyError when
+/// missing), then each action's own fields; a bad value travels as a decode error, so
+/// the fence and admission mode's forged-field rules come first. The bounds are the
+/// server's. Paths are taken as sent; the backend makes them relative to the workspace.
+template <>
+struct wire<file_atom> {
+  /// A string field, or base64 text when data.path_encoding is "base64" (names that are
+  /// not UTF-8).
+  static bool read_path(const element& data, std::string_view key, bool b64, std::string& out, box_error& err) {
+    auto v = lookup(data, key);
+    std::string_view text;
+    if (!v || v->get_string().get(text) != json_ok) {
+      if (!err)
+        err = {ec::validation, std::string{key} + " must be a string"};
+      return false;
+    }
+    if (!b64) {
+      out = std::string{text};
+      return true;
+    }
+    auto raw = base64_decode(text);
+    if (!raw) {
+      if (!err)
+        err = {ec::validation, std::string{key} + " is not valid base64"};
+      return false;
+    }
+    out = std::move(*raw);
+    return true;
+  }
+  static void read_int(const element& data, std::string_view key, int64_t& out, box_error& err) {
+    auto v = lookup(data, key);
+    if (!v || v->is_null())
+      return;
+    __int128 n = 0;
+    if (!read_integer(*v, n) || n < INT64_MIN || n > INT64_MAX) {
+      if (!err)
+        err = {ec::validation, std::string{key} + " must be an integer"};
+      return;
+    }
+    out = static_cast<int64_t>(n);
+  }
+  static bool read_bool(const element& data, std::string_view key, bool& out, box_error& err) {
+    auto v = lookup(data, key);
+    if (!v || v->is_null())
+      return false;
+    bool b = false;
+    if (v->get_bool().get(b) != json_ok) {
+      if (!err)
+        err = {ec::validation, std::string{key} + " must be a boolean"};
+      return false;
+    }
+    out = b;
+    return true;
+  }
+  static bool read_encoding(const element& data, std::string_view key, std::string& out, box_error& err) {
+    auto v = lookup(data, key);
+    if (!v || v->is_null())
+      return true;
+    std::string_view text;
+    if (v->get_string().get(text) != json_ok || (text != "utf-8" && text != "base64")) {
+      if (!err)
+        err = {ec::validation, std::string{key} + " must be \"utf-8\" or \"base64\""};
+      return false;
+    }
+    out = std::string{text};
+    return true;
+  }
+
+  static std::optional<file_request> decode(connection_env& env, const element& data,
+                                            const action_context* ctx, done_fn& done) {
+    file_request req;
+    req.ctx = *ctx;
+    req.facts = extract_payload_facts(data);
+    req.limits = env.files;
+    auto& op = req.op;
+    auto& err = req.decode_error;
+    const auto& action = env.action;
+    for (std::string_view key : {"session_id", "path"})
+      if (!lookup(data, key)) {
+        done(failure(key_error(key)));
+        return std::nullopt;
+      }
+    if (action == "box_move_file" && !lookup(data, "to")) {
+      done(failure(key_error("to")));
+      return std::nullopt;
+    }
+    if (action == "box_write_file" && !lookup(data, "content")) {
+      done(failure(key_error("content")));
+      return std::nullopt;
+    }
+    std::string_view sid;
+    if (lookup(data, "session_id")->get_string().get(sid) == json_ok)
+      req.session_id = std::string{sid};
+    else
+      err = {ec::validation, "session_id must be a string"};
+    std::string path_encoding = "utf-8";
+    read_encoding(data, "path_encoding", path_encoding, err);
+    const bool b64 = path_encoding == "base64";
+    read_path(data, "path", b64, op.path, err);
+    int64_t mode = -1;
+    if (action == "box_read_file") {
+      op.verb = file_verb::read;
+      read_int(data, "offset", op.offset, err);
+      read_int(data, "length", op.length, err);
+      read_encoding(data, "encoding", op.encoding, err);
+    } else if (action == "box_write_file") {
+      op.verb = file_verb::write;
+      read_encoding(data, "encoding", op.encoding, err);
+      std::string_view text;
+      // base64 is decoded on the worker pool (files::run), not here.
+      if (lookup(data, "content")->get_string().get(text) != json_ok) {
+        if (!err)
+          err = {ec::validation, "content must be a string"};
+      } else {
+        op.content = std::string{text};
+      }
+      const bool ranged = lookup(data, "offset") && !lookup(data, "offset")->is_null();
+      read_int(data, "offset", op.offset, err);
+      read_bool(data, "append", op.append, err);
+      // A write without an offset replaces the file; a ranged one changes only its range.
+      op.truncate = !ranged && !op.append;
+      read_bool(data, "truncate", op.truncate, err);
+      read_bool(data, "make_parents", op.make_parents, err);
+      read_int(data, "mode", mode, err);
+    } else if (action == "box_list_files") {
+      op.verb = file_verb::list;
+      int64_t depth = 1;
+      read_int(data, "depth", depth, err);
+      op.depth = static_cast<int32_t>(std::clamp<int64_t>(depth, -1, 1 << 20));
+    } else if (action == "box_stat_file") {
+      op.verb = file_verb::stat;
+    } else if (action == "box_remove_file") {
+      op.verb = file_verb::remove;
+      read_bool(data, "recursive", op.recursive, err);
+    } else if (action == "box_make_dir") {
+      op.verb = file_verb::mkdir;
+      read_bool(data, "make_parents", op.make_parents, err);
+      read_int(data, "mode", mode, err);
+    } else if (action == "box_move_file") {
+      op.verb = file_verb::move;
+      read_path(data, "to", b64, op.to, err);
+      read_bool(data, "overwrite", op.overwrite, err);
+      read_bool(data, "make_parents", op.make_parents, err);
+    }
+    if (mode < -1 || mode > 07777) {
+      if (!err)
+        err = {ec::validation, "mode must be between 0 and 0o7777"};
+    } else {
+      op.mode = static_cast<int32_t>(mode);
+    }
+    // The exact count is the pool's (after base64); this bound keeps what travels small.
+    auto raw = op.content.size();
+    if (op.encoding == "base64") {
+      size_t pads = 0;
+      while (pads < 2 && pads < raw && op.content[raw - 1 - pads] == '=')
+        ++pads;
+      raw = raw / 4 * 3 - std::min(pads, raw / 4 * 3);
+    }
+    if (op.verb == file_verb::write && static_cast<int64_t>(raw) > req.limits.max_call_bytes && !err)
+      err = {ec::validation, "content of " + std::to_string(raw) + " bytes is more than one call may write ("
+                               + std::to_string(req.limits.max_call_bytes) + " bytes, server.max_file_call_bytes)"};
+    return req;
+  }
+
+  /// A name as JSON text: UTF-8 as it is; other bytes as U+FFFD, with the exact bytes
+  /// beside it in base64 under `<key>_base64`.
+  static void name(json::writer& w, std::string_view key, const std::string& value) {
+    if (py::valid_utf8(value)) {
+      w.key(key).value(value);
+      return;
+    }
+    w.key(key).value(json::sanitize_utf8(value));
+    w.key(std::string{key} + "_base64").value(base64_encode(value));
+  }
+  static void entry(json::writer& w, const file_entry& e) {
+    w.begin_object();
+    name(w, "path", e.path);
+    auto slash = e.path.rfind('/');
+    name(w, "name", slash == std::string::npos ? e.path : e.path.substr(slash + 1));
+    w.key("type").value(e.type);
+    w.key("size").value(e.size);
+    w.key("mode").value(static_cast<int64_t>(e.mode));
+    w.key("mtime").value(e.mtime);
+    if (e.type == "symlink")
+      name(w, "target", e.target);
+    w.end_object();
+  }
+
+  static std::string encode(const file_result& r) {
+    json::writer w;
+    w.begin_object();
+    name(w, "path", r.path);
+    switch (r.verb) {
+      case file_verb::read:
+        w.key("encoding").value(r.encoding);
+        w.key("content").value(r.data);
+        w.key("offset").value(r.offset);
+        w.key("length").value(r.length);
+        w.key("size").value(r.size);
+        w.key("eof").value(r.eof);
+        break;
+      case file_verb::write:
+        w.key("written").value(r.written);
+        w.key("size").value(r.size);
+        break;
+      case file_verb::list:
+        w.key("entries").begin_array();
+        for (const auto& e : r.entries)
+          entry(w, e);
+        w.end_array();
+        w.key("truncated").value(r.truncated);
+        break;
+      case file_verb::stat:
+        if (!r.entries.empty()) {
+          const auto& e = r.entries.front();
+          w.key("type").value(e.type);
+          w.key("size").value(e.size);
+          w.key("mode").value(static_cast<int64_t>(e.mode));
+          w.key("mtime").value(e.mtime);
+          if (e.type == "symlink")
+            name(w, "target", e.target);
+        }
+        break;
+      case file_verb::remove:
+        w.key("removed").value(true);
+        break;
+      case file_verb::mkdir:
+        w.key("created").value(true);
+        break;
+      case file_verb::move:
+        name(w, "to", r.to);
+        break;
+    }
+    w.end_object();
+    return w.take();
+  }
+};
+
 /// The entitlement push and the admission grant and revocation (contract §3): host
 /// actions whose request names the trusted instance; each goes to its workspace.
 template <class Request, auto Decode>
@@ -339,6 +578,14 @@ constexpr action_def action_table[] = {
   {"box_start_managed_process", scope::tenant, routed<pstart_atom>},
   {"box_get_managed_process", scope::tenant, routed<pget_atom>},
   {"box_stop_managed_process", scope::tenant, routed<pstop_atom>},
+  // The session's workspace (docs/files.md): one route, the action's name picks the verb.
+  {"box_read_file", scope::tenant, routed<file_atom>},
+  {"box_write_file", scope::tenant, routed<file_atom>},
+  {"box_list_files", scope::tenant, routed<file_atom>},
+  {"box_stat_file", scope::tenant, routed<file_atom>},
+  {"box_remove_file", scope::tenant, routed<file_atom>},
+  {"box_make_dir", scope::tenant, routed<file_atom>},
+  {"box_move_file", scope::tenant, routed<file_atom>},
   // Tenant skill actions (§2.4): one route, the action's name travels in the request.
   {"box_list_skills", scope::tenant, routed<skill_atom>},
   {"box_get_skill", scope::tenant, routed<skill_atom>},

@@ -63,6 +63,9 @@ struct connection_env {
   /// box_exec_stream: the stream the request being dispatched opens (set by the
   /// connection actor, which owns the stream's frames; docs/streaming.md).
   stream_params stream;
+  /// The file actions' bounds (server.max_file_call_bytes, server.max_list_entries;
+  /// docs/files.md).
+  file_limits files;
 };
 
 /// True when `action` is one this runtime knows (others get

@@ -24,8 +24,13 @@ void do_health(connection_env& env, const element&, const action_context*, done_
   });
 }
 
-/// What this boxd offers beyond the reference, listed by box_get_backend_info.
-constexpr std::string_view capabilities[] = {"exec_stream"};
+/// What this boxd offers beyond the reference, listed by box_get_backend_info:
+/// box_exec_stream (docs/streaming.md) everywhere, the file actions (docs/files.md) on
+/// the backends that have them (bwrap, nsjail, process; not the scripted test backend).
+constexpr std::string_view capabilities[] = {"exec_stream", "files"};
+bool offers(const instance_settings& s, std::string_view capability) {
+  return capability != "files" || (!s.backend_name.empty() && s.backend_name != "scripted");
+}
 
 void do_backend_info(connection_env& env, const element&, const action_context*, done_fn done) {
   with_settings(env, done, [done](const instance_settings& s) {
@@ -40,10 +45,11 @@ void do_backend_info(connection_env& env, const element&, const action_context*,
       w.key("readiness");
       write_readiness(w, s);
     }
-    // boxd's extensions (docs/streaming.md); the reference's clients never read this.
+    // boxd's extensions; the reference's clients never read this.
     w.key("capabilities").begin_array();
     for (auto c : capabilities)
-      w.value(c);
+      if (offers(s, c))
+        w.value(c);
     w.end_array();
     w.end_object();
     done(success(w.take()));

@@ -155,6 +155,8 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     args.max_message_bytes = srv_.opts.max_message_bytes;
     args.max_inflight = srv_.opts.max_inflight;
     args.stream = stream_settings(srv_.opts);
+    args.files.max_call_bytes = static_cast<int64_t>(srv_.opts.max_file_call_bytes);
+    args.files.max_list_entries = static_cast<int64_t>(srv_.opts.max_list_entries);
     args.transfer_dir = srv_.next_transfer_dir();
     args.peer = peer_;
     actor_ = spawn_connection(srv_.sys, std::move(args));

@@ -48,6 +48,10 @@ struct server_options {
   size_t stream_keepalive_ms = 5000;
   size_t max_stream_output_bytes = size_t{1} << 30;
   size_t stream_stop_grace_ms = 2000;
+  /// File actions (docs/files.md): the bytes one box_read_file returns or one
+  /// box_write_file takes, and the entries one box_list_files returns.
+  size_t max_file_call_bytes = size_t{1} << 20;
+  size_t max_list_entries = 10000;
   /// Host uids sandboxes run as, one per workspace (contract §4.7), inclusive. The
   /// default lies above the ranges Debian gives /etc/subuid and outside systemd's.
   uint32_t sandbox_uid_first = 0x70000000u;

@@ -85,6 +85,19 @@ BOOST_AUTO_TEST_CASE(stream_settings_have_defaults_are_read_and_size_frames) {
     BOOST_CHECK_MESSAGE(!load(bad), bad);
 }
 
+BOOST_AUTO_TEST_CASE(file_action_limits_have_defaults_and_are_read) {
+  auto d = boxrt::default_boxd_config().server;
+  BOOST_CHECK_EQUAL(d.max_file_call_bytes, size_t{1} << 20);
+  BOOST_CHECK_EQUAL(d.max_list_entries, 10000u);
+  auto c = load(R"({"max_file_call_bytes": 4096, "max_list_entries": 3})");
+  BOOST_REQUIRE(c);
+  BOOST_CHECK_EQUAL(c->server.max_file_call_bytes, 4096u);
+  BOOST_CHECK_EQUAL(c->server.max_list_entries, 3u);
+  for (auto bad : {R"({"max_file_call_bytes": 0})", R"({"max_file_call_bytes": 67108865})",
+                   R"({"max_list_entries": 0})", R"({"max_list_entries": "3"})"})
+    BOOST_CHECK_MESSAGE(!load(bad), bad);
+}
+
 BOOST_AUTO_TEST_CASE(relay_attach_wait_has_a_default_and_is_read) {
   BOOST_CHECK_EQUAL(boxrt::default_boxd_config().server.relay_attach_wait_ms, 30000u);
   auto c = load(R"({"relay_attach_wait_ms": 250})");

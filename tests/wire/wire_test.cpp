@@ -629,7 +629,7 @@ BOOST_AUTO_TEST_CASE(box_init_selects_the_named_backend_while_no_session_exists)
   auto r = c.call("box_init", R"({"backend":"process","local":{"host_root":"box"}})");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
   // At once, not after the next background probe.
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true,"capabilities":["exec_stream"]})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true,"capabilities":["exec_stream","files"]})");
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
   simdjson::dom::parser p;
@@ -637,7 +637,7 @@ BOOST_AUTO_TEST_CASE(box_init_selects_the_named_backend_while_no_session_exists)
   // A session exists now: the backend it runs on stays, whatever box_init names.
   r = c.call("box_init", R"({"backend":"scripted","local":{"host_root":"box"}})");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true,"capabilities":["exec_stream"]})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"process","available":true,"capabilities":["exec_stream","files"]})");
   e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo again"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
   BOOST_CHECK_EQUAL(str(parse(p, e.data_json), "backend_name"), "process");
@@ -667,7 +667,7 @@ BOOST_AUTO_TEST_CASE(naming_the_running_bwrap_keeps_it_usable,
   for (const char* name : {"bwrap", "local", ""}) {
     auto r = c.call("box_init", std::string{R"({"backend":")"} + name + R"(","local":{"host_root":"box"}})");
     BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
-    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true,"capabilities":["exec_stream"]})");
+    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true,"capabilities":["exec_stream","files"]})");
   }
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
@@ -677,10 +677,10 @@ BOOST_AUTO_TEST_CASE(box_init_finds_the_real_nsjail_beside_boxd,
                      *boost::unit_test::precondition(sandbox_precondition)) {
   boxd_process boxd{R"({"local": {"host_root": "box"}})", token_config};
   auto c = connect(boxd);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true,"capabilities":["exec_stream"]})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"bwrap","available":true,"capabilities":["exec_stream","files"]})");
   auto r = c.call("box_init", R"({"backend":"nsjail","local":{"host_root":"box"}})");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
-  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"nsjail","available":true,"capabilities":["exec_stream"]})");
+  BOOST_CHECK_EQUAL(backend_info(c), R"({"name":"nsjail","available":true,"capabilities":["exec_stream","files"]})");
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
   simdjson::dom::parser p;
@@ -699,7 +699,7 @@ BOOST_AUTO_TEST_CASE(box_init_moves_between_the_drivers_on_one_state_folder,
     auto r = c.call("box_init", std::string{R"({"backend":")"} + name + R"(","local":{"host_root":"box"}})");
     BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
     auto expected = std::string{*name ? name : "bwrap"};
-    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":")" + expected + R"(","available":true,"capabilities":["exec_stream"]})");
+    BOOST_CHECK_EQUAL(backend_info(c), R"({"name":")" + expected + R"(","available":true,"capabilities":["exec_stream","files"]})");
   }
   auto e = c.call("box_exec", R"({"session_id":"s1","cmd":"echo hi"})", ctx("workspace-a"));
   BOOST_REQUIRE_MESSAGE(e.code == 0, e.message);
@@ -769,6 +769,80 @@ BOOST_AUTO_TEST_CASE(boxctl_prints_results_and_exits_with_the_command_code) {
   auto [rc5, out5] = boxctl("--url " + boxd.url() + " --token wrong-token --instance instance-a health");
   BOOST_CHECK_EQUAL(rc5, 1);
   BOOST_CHECK(out5.find("401") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(boxctl_copies_lists_prints_and_removes_workspace_files) {
+  // The file actions (docs/files.md) through boxctl, both ways, a 3 MiB file taking
+  // several ranged calls; the process backend (a real host folder, quick).
+  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})", token_config};
+  auto base = "--url " + boxd.url() + " --token " + token + " --instance instance-a --workspace w ";
+  auto here = std::filesystem::temp_directory_path() / ("boxctl-files-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(here);
+  std::filesystem::create_directories(here / "up" / "sub");
+  std::string big(3 * 1048576 + 17, '\0');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::ofstream{here / "up" / "big.bin", std::ios::binary} << big;
+  std::ofstream{here / "up" / "sub" / "small.txt"} << "small\n";
+  BOOST_REQUIRE_EQUAL(boxctl(base + "exec --no-stream -- true").first, 0); // the session "boxctl"
+  auto [rc, out] = boxctl(base + "cp " + (here / "up" / "big.bin").string() + " :/workspace/in/big.bin");
+  BOOST_CHECK_MESSAGE(rc == 0, out);
+  auto [rc_r, out_r] = boxctl(base + "cp -r " + (here / "up").string() + " :tree");
+  BOOST_CHECK_MESSAGE(rc_r == 0, out_r);
+  auto [rc_ls, ls] = boxctl(base + "ls -R tree");
+  BOOST_CHECK_EQUAL(rc_ls, 0);
+  BOOST_CHECK_EQUAL(ls, "big.bin\nsub\nsub/small.txt\n"); // relative to the folder listed
+  auto [rc_cat, cat] = boxctl(base + "cat :tree/sub/small.txt");
+  BOOST_CHECK_EQUAL(rc_cat, 0);
+  BOOST_CHECK_EQUAL(cat, "small\n");
+  auto [rc_down, down] = boxctl(base + "cp -r :tree " + (here / "down").string());
+  BOOST_CHECK_MESSAGE(rc_down == 0, down);
+  std::ifstream in{here / "down" / "big.bin", std::ios::binary};
+  BOOST_CHECK(std::string(std::istreambuf_iterator<char>{in}, {}) == big);
+  auto [rc_one, one] = boxctl(base + "cp :in/big.bin " + (here / "one.bin").string());
+  BOOST_CHECK_MESSAGE(rc_one == 0, one);
+  BOOST_CHECK_EQUAL(std::filesystem::file_size(here / "one.bin"), big.size());
+  // No part files left behind, on either side.
+  auto [rc_ls2, ls2] = boxctl(base + "ls in");
+  BOOST_CHECK_EQUAL(ls2, "big.bin\n");
+  BOOST_CHECK(!std::filesystem::exists(here / "one.bin.boxctl-part"));
+  auto [rc_rm, rm] = boxctl(base + "rm tree");
+  BOOST_CHECK_EQUAL(rc_rm, 1);
+  BOOST_CHECK_EQUAL(rm, "BoxError: [Errno 39] Directory not empty: '/workspace/tree'\n");
+  BOOST_CHECK_EQUAL(boxctl(base + "rm -r tree").first, 0);
+  auto [rc_gone, gone] = boxctl(base + "cat tree/sub/small.txt");
+  BOOST_CHECK_EQUAL(rc_gone, 1);
+  BOOST_CHECK_EQUAL(gone, "BoxError: [Errno 2] No such file or directory: '/workspace/tree/sub/small.txt'\n");
+  auto [rc_out, outside] = boxctl(base + "cat /etc/passwd");
+  BOOST_CHECK_EQUAL(rc_out, 1);
+  BOOST_CHECK_EQUAL(outside, "BoxValidationError: path /etc/passwd is outside the workspace /workspace\n");
+  std::filesystem::remove_all(here);
+}
+
+BOOST_AUTO_TEST_CASE(file_action_limits_are_the_servers) {
+  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})",
+                    token_config + R"(, "max_file_call_bytes": 1024, "max_list_entries": 2)"};
+  auto c = connect(boxd);
+  auto cx = ctx("workspace-a");
+  BOOST_REQUIRE(c.call("box_create_session", R"({"session_id":"f"})", cx).code == 0);
+  auto big = c.call("box_write_file", R"({"session_id":"f","path":"x","content":")" + std::string(2000, 'a') + "\"}", cx);
+  BOOST_CHECK_EQUAL(big.message, "BoxValidationError: content of 2000 bytes is more than one call may write (1024 bytes, "
+                                 "server.max_file_call_bytes)");
+  for (auto name : {"a", "b", "c"})
+    BOOST_REQUIRE(c.call("box_write_file", R"({"session_id":"f","path":")" + std::string{name} + R"(","content":"x"})", cx).code == 0);
+  auto ls = c.call("box_list_files", R"({"session_id":"f","path":"."})", cx);
+  BOOST_REQUIRE_MESSAGE(ls.code == 0, ls.message);
+  BOOST_CHECK_NE(ls.data_json.find(R"("truncated":true)"), std::string::npos);
+  auto read = c.call("box_read_file", R"({"session_id":"f","path":"a","length":1025})", cx);
+  BOOST_CHECK_EQUAL(read.message, "BoxValidationError: length 1025 is more than one call may read (1024 bytes, "
+                                  "server.max_file_call_bytes)");
+  // Bad values are typed refusals that change nothing.
+  auto bad = c.call("box_write_file", R"({"session_id":"f","path":"a","content":"y","offset":"1"})", cx);
+  BOOST_CHECK_EQUAL(bad.message, "BoxValidationError: offset must be an integer");
+  auto nob64 = c.call("box_write_file", R"({"session_id":"f","path":"a","content":"@@","encoding":"base64"})", cx);
+  BOOST_CHECK_EQUAL(nob64.message, "BoxValidationError: content is not valid base64: Only base64 data is allowed");
+  auto same = c.call("box_read_file", R"({"session_id":"f","path":"a"})", cx);
+  BOOST_CHECK_NE(same.data_json.find(R"("content":"x")"), std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(boxctl_exec_keeps_each_argument_whole) {

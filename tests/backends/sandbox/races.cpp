@@ -411,4 +411,81 @@ BOOST_FIXTURE_TEST_CASE(a_raced_clean_up_never_removes_a_host_file, race_fixture
   require_racer_alive();
 }
 
+// The file actions (docs/files.md) run as the workspace's uid: the decoy is made that
+// uid's own and reachable, so only the resolution beneath the workspace stands between
+// a swapped folder and the decoy.
+struct files_race_fixture : race_fixture {
+  files_race_fixture() {
+    ::chmod(root.c_str(), 0755);
+    for (auto& e : fs::recursive_directory_iterator{decoy})
+      ::lchown(e.path().c_str(), uid, uid);
+    ::lchown(decoy.c_str(), uid, uid);
+    before = snapshot(decoy);
+    // Nothing here is named as in the decoy but secret.txt and b/deep.txt, whose sizes
+    // differ from the decoy's (5 and 12 bytes against 12 and 10).
+    place("d", {{"secret.txt", "INNER"}, {"b/deep.txt", "INNER-DEEPER"}, {"a/x", "ax"}});
+  }
+  result<file_result> act(file_verb verb, std::string path, std::string to = {}) {
+    file_op op;
+    op.verb = verb;
+    op.path = std::move(path);
+    op.to = std::move(to);
+    op.depth = 3;
+    op.recursive = true;
+    op.make_parents = true;
+    return backend->file_action(*sandbox, op, lim);
+  }
+  files::limits lim;
+};
+
+BOOST_FIXTURE_TEST_CASE(a_raced_file_read_list_or_stat_never_sees_a_host_file, files_race_fixture) {
+  race({"/workspace/d"}, area + "/d");
+  for (int round = 0; round < race_rounds; ++round) {
+    auto r = act(file_verb::read, "d/secret.txt");
+    BOOST_REQUIRE_MESSAGE(!r.ok() || r->data == "INNER", "decoy read in round " << round);
+    auto l = act(file_verb::list, "d");
+    if (l.ok())
+      for (auto& e : l->entries)
+        BOOST_REQUIRE_MESSAGE(e.path != "decoy-only.txt" && (e.path != "b/deep.txt" || e.size == 12),
+                              "decoy listed in round " << round);
+    auto st = act(file_verb::stat, "d/secret.txt");
+    BOOST_REQUIRE_MESSAGE(!st.ok() || st->entries.at(0).size == 5, "decoy stat in round " << round);
+  }
+  require_racer_alive();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_raced_file_write_never_writes_a_host_file, files_race_fixture) {
+  race({"/workspace/d"}, area + "/d");
+  for (int round = 0; round < race_rounds; ++round) {
+    file_op w;
+    w.verb = file_verb::write;
+    w.path = "d/secret.txt";
+    w.content = "OVERWRITTEN";
+    w.truncate = round % 2 == 0;
+    w.offset = round % 2 == 0 ? 0 : 3;
+    w.append = round % 4 == 3;
+    (void)backend->file_action(*sandbox, w, lim);
+    w.path = "d/new" + std::to_string(round % 4) + ".txt";
+    w.make_parents = true;
+    (void)backend->file_action(*sandbox, w, lim);
+    BOOST_REQUIRE_MESSAGE(decoy_intact(), "decoy changed in round " << round);
+  }
+  require_racer_alive();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_raced_file_remove_mkdir_or_move_never_changes_a_host_file, files_race_fixture) {
+  race({"/workspace/d"}, area + "/d");
+  for (int round = 0; round < race_rounds; ++round) {
+    (void)act(file_verb::remove, "d/decoy-only.txt");
+    (void)act(file_verb::remove, "d/b");
+    (void)act(file_verb::mkdir, "d/sub" + std::to_string(round % 4) + "/deeper");
+    (void)act(file_verb::move, "d/secret.txt", "d/a/moved.txt");
+    (void)act(file_verb::move, "d/a/moved.txt", "d/secret.txt");
+    (void)act(file_verb::move, "d/decoy-only.txt", "stolen.txt");
+    BOOST_REQUIRE_MESSAGE(decoy_intact(), "decoy changed in round " << round);
+  }
+  BOOST_TEST(!fs::exists(area + "/stolen.txt"));
+  require_racer_alive();
+}
+
 BOOST_AUTO_TEST_SUITE_END()

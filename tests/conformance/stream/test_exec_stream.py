@@ -11,6 +11,7 @@ import contextlib
 import enum
 import json
 import os
+import threading
 import time
 import uuid
 
@@ -56,6 +57,38 @@ def boxd():
 async def handler(boxd):
     async with BoxConnection(boxd.url, TOKEN, INSTANCE) as conn:
         yield conn.handler
+
+
+# The 40 s quiet command runs beside the other tests (its own connection, its own thread
+# and event loop), started with the first of them and judged by the last one: its time is
+# spent waiting, and the suite need not wait for it alone.
+
+
+async def _quiet_stream(url: str) -> list:
+    frames = []
+    async with BoxConnection(url, TOKEN, INSTANCE) as conn:
+        async for data in conn.handler.call_action_generator(
+            Action.EXEC_STREAM, {"session_id": "quiet", "cmd": "sleep 40; echo done", "timeout_sec": 120},
+            action_context=ctx("stream-quiet"),
+        ):
+            frames.append(data)
+    return frames
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_stream(boxd):
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["frames"] = asyncio.run(_quiet_stream(boxd.url))
+        except BaseException as e:  # judged by the test
+            outcome["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    yield t, outcome
+    t.join(timeout=120)
 
 
 # --- what the host can see of a sandbox's processes -------------------------------------
@@ -213,21 +246,6 @@ async def test_cancel_ends_the_command_within_a_second(handler):
     await wait_for(lambda: not pids_with(marker), 1, "the cancelled command is gone")
 
 
-async def test_a_quiet_command_gets_keepalives_within_the_sdks_frame_wait(handler):
-    """40 s without output: keepalive frames (server.stream_keepalive_ms, 5 s) keep the
-    SDK's default 15 s wait per frame from expiring."""
-    frames = []
-    async for data in handler.call_action_generator(
-        Action.EXEC_STREAM, {"session_id": "quiet", "cmd": "sleep 40; echo done", "timeout_sec": 120},
-        action_context=ctx("stream-quiet"),
-    ):
-        frames.append(data)
-    kinds = [f["stream"] for f in frames]
-    assert kinds.count("keepalive") >= 6, kinds
-    assert frames[-2] == {"stream": "stdout", "data": "done\n", "offset": 0}
-    assert frames[-1]["ended"] == "exit" and frames[-1]["exit_code"] == 0
-
-
 # --- hostile callers and commands ---------------------------------------------------------
 
 
@@ -382,3 +400,17 @@ async def test_a_caller_without_flow_control(boxd):
         assert rss_kib(boxd.proc.pid) - rss_before < 64 * 1024
     # The caller went away: its command is ended.
     await wait_for(lambda: not pids_with(marker), 10, "the command of a closed connection is gone")
+
+
+def test_a_quiet_command_gets_keepalives_within_the_sdks_frame_wait(quiet_stream):
+    """40 s without output: keepalive frames (server.stream_keepalive_ms, 5 s) keep the
+    SDK's default 15 s wait per frame from expiring (started with the first test)."""
+    t, outcome = quiet_stream
+    t.join(timeout=120)
+    assert not t.is_alive(), "the quiet stream did not end"
+    assert "error" not in outcome, repr(outcome.get("error"))
+    frames = outcome["frames"]
+    kinds = [f["stream"] for f in frames]
+    assert kinds.count("keepalive") >= 6, kinds
+    assert frames[-2] == {"stream": "stdout", "data": "done\n", "offset": 0}
+    assert frames[-1]["ended"] == "exit" and frames[-1]["exit_code"] == 0

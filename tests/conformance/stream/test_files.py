@@ -1,0 +1,219 @@
+"""The file actions (docs/files.md) over a real WebSocket, called with langbot-plugin
+0.7.16's Handler.call_action against a boxd on bubblewrap: a 256 MiB file written and
+read back in ranged calls of 1 MiB with boxd's memory bounded, odd names, the wire's
+errors, the capability, and admission mode's gate (runs in the conformance_stream
+entry, beside its 40 s quiet stream)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import enum
+import hashlib
+import os
+import random
+import threading
+import time
+
+import pytest
+import pytest_asyncio
+
+from langbot_plugin.entities.io.context import ActionContext
+from langbot_plugin.runtime.io.handler import ActionCallError
+
+from conftest import ADMISSION_BOX, INSTANCE, TOKEN, Boxd, BoxConnection
+
+
+class Action(enum.Enum):
+    CREATE = "box_create_session"
+    EXEC = "box_exec"
+    READ = "box_read_file"
+    WRITE = "box_write_file"
+    LIST = "box_list_files"
+    STAT = "box_stat_file"
+    REMOVE = "box_remove_file"
+    MKDIR = "box_make_dir"
+    MOVE = "box_move_file"
+    INFO = "box_get_backend_info"
+
+
+MIB = 1 << 20
+
+
+def ctx(workspace: str) -> ActionContext:
+    return ActionContext(instance_uuid=INSTANCE, workspace_uuid=workspace, placement_generation=1)
+
+
+@pytest.fixture(scope="module")
+def boxd():
+    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("real sandboxes need root and bubblewrap")
+    b = Boxd({"backend": "bwrap"})
+    yield b
+    b.stop()
+
+
+@pytest_asyncio.fixture
+async def handler(boxd):
+    async with BoxConnection(boxd.url, TOKEN, INSTANCE) as conn:
+        yield conn.handler
+
+
+async def call(handler, action: Action, data: dict, workspace: str = "files", timeout: float = 30) -> dict:
+    return await handler.call_action(action, data, timeout=timeout, action_context=ctx(workspace))
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+class PeakRss:
+    """boxd's highest RSS while the block runs (sampled every 20 ms on a thread)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        self.start = rss_kib(self.pid)
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss_kib(self.pid))
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, rss_kib(self.pid))
+
+
+def piece(i: int) -> bytes:
+    return random.Random(i).randbytes(MIB)
+
+
+async def test_a_256_mib_file_round_trips_in_ranged_calls_with_memory_bounded(boxd, handler):
+    await call(handler, Action.CREATE, {"session_id": "big"})
+    pieces = 256
+    want = hashlib.sha256()
+    # Warm up: the first calls' allocations are not growth.
+    await call(handler, Action.WRITE, {"session_id": "big", "path": "warm", "content": "x"})
+    with PeakRss(boxd.proc.pid) as during_write:
+        t0 = time.monotonic()
+        for i in range(pieces):
+            data = piece(i)
+            want.update(data)
+            r = await call(handler, Action.WRITE, {
+                "session_id": "big", "path": "/workspace/big.bin", "offset": i * MIB,
+                "content": base64.b64encode(data).decode(), "encoding": "base64",
+            })
+            assert r["written"] == MIB and r["size"] == (i + 1) * MIB
+        write_s = time.monotonic() - t0
+    got = hashlib.sha256()
+    with PeakRss(boxd.proc.pid) as during_read:
+        t0 = time.monotonic()
+        offset = 0
+        while True:
+            r = await call(handler, Action.READ, {
+                "session_id": "big", "path": "big.bin", "offset": offset, "length": MIB, "encoding": "base64",
+            })
+            data = base64.b64decode(r["content"])
+            got.update(data)
+            offset += len(data)
+            if r["eof"]:
+                break
+        read_s = time.monotonic() - t0
+    assert offset == pieces * MIB
+    assert got.hexdigest() == want.hexdigest()
+    print(f"\n256 MiB: write {256 / write_s:.0f} MiB/s, read {256 / read_s:.0f} MiB/s; boxd RSS "
+          f"+{(during_write.peak - during_write.start) / 1024:.1f} MiB writing, "
+          f"+{(during_read.peak - during_read.start) / 1024:.1f} MiB reading")
+    assert during_write.peak - during_write.start <= 16 * 1024
+    assert during_read.peak - during_read.start <= 16 * 1024
+
+
+async def test_odd_names_listing_and_the_command_sees_the_files(handler):
+    await call(handler, Action.CREATE, {"session_id": "odd"})
+    odd = "dir with space/new\nline ü.txt"
+    r = await call(handler, Action.WRITE, {"session_id": "odd", "path": odd, "content": "héllo", "make_parents": True})
+    assert r == {"path": "/workspace/" + odd, "written": 6, "size": 6}
+    raw = b"caf\xe9.bin"
+    await call(handler, Action.WRITE, {
+        "session_id": "odd", "path": base64.b64encode(raw).decode(), "path_encoding": "base64", "content": "",
+    })
+    listing = await call(handler, Action.LIST, {"session_id": "odd", "path": "/workspace", "depth": 2})
+    by = {e["path"]: e for e in listing["entries"]}
+    assert by["dir with space"]["type"] == "dir"
+    assert by[odd]["size"] == 6 and by[odd]["name"] == "new\nline ü.txt"
+    latin = [e for e in listing["entries"] if e.get("path_base64") == base64.b64encode(raw).decode()]
+    assert len(latin) == 1 and latin[0]["path"] == "caf\ufffd.bin"
+    out = await call(handler, Action.EXEC, {"session_id": "odd", "cmd": "cat '/workspace/dir with space/new\nline ü.txt'"})
+    assert out["stdout"] == "héllo"
+    r = await call(handler, Action.READ, {"session_id": "odd", "path": odd})
+    assert r["content"] == "héllo" and r["eof"] is True and r["size"] == 6 and r["encoding"] == "utf-8"
+    st = await call(handler, Action.STAT, {"session_id": "odd", "path": odd})
+    assert st["type"] == "file" and st["size"] == 6 and st["mode"] == 0o644
+    await call(handler, Action.MKDIR, {"session_id": "odd", "path": "a/b", "make_parents": True})
+    mv = await call(handler, Action.MOVE, {"session_id": "odd", "path": odd, "to": "a/b/moved.txt"})
+    assert mv == {"path": "/workspace/" + odd, "to": "/workspace/a/b/moved.txt"}
+    rm = await call(handler, Action.REMOVE, {"session_id": "odd", "path": "a", "recursive": True})
+    assert rm == {"path": "/workspace/a", "removed": True}
+
+
+async def test_errors_are_typed_and_clear(handler):
+    await call(handler, Action.CREATE, {"session_id": "errs"})
+    cases = [
+        ({"session_id": "errs", "path": "/etc/passwd"},
+         "BoxValidationError: path /etc/passwd is outside the workspace /workspace"),
+        ({"session_id": "errs", "path": "../x"}, "BoxValidationError: path ../x is outside the workspace /workspace"),
+        ({"session_id": "errs", "path": "nope"}, "BoxError: [Errno 2] No such file or directory: '/workspace/nope'"),
+        ({"session_id": "errs", "path": "/workspace"}, "BoxError: [Errno 21] Is a directory: '/workspace'"),
+        ({"session_id": "errs", "path": "x", "length": MIB + 1},
+         "BoxValidationError: length 1048577 is more than one call may read (1048576 bytes, server.max_file_call_bytes)"),
+        ({"session_id": "errs", "path": 5}, "BoxValidationError: path must be a string"),
+        ({"session_id": "errs"}, "KeyError: 'path'"),
+        ({"session_id": "nobody", "path": "x"}, "BoxSessionNotFoundError: session nobody not found"),
+    ]
+    for data, text in cases:
+        with pytest.raises(ActionCallError) as e:
+            await call(handler, Action.READ, data)
+        assert str(e.value) == text, data
+    with pytest.raises(ActionCallError) as e:
+        await call(handler, Action.WRITE, {"session_id": "errs", "path": "big", "content": "x" * (MIB + 1)})
+    assert "server.max_file_call_bytes" in str(e.value)
+    with pytest.raises(ActionCallError) as e:
+        await call(handler, Action.LIST, {"session_id": "errs", "path": "x"})
+    assert str(e.value) == "BoxError: [Errno 2] No such file or directory: '/workspace/x'"
+    info = await handler.call_action(Action.INFO, {})
+    assert "files" in info["capabilities"]
+
+
+@pytest.fixture(scope="module")
+def admission_boxd():
+    b = Boxd(ADMISSION_BOX, testing=True)
+    yield b
+    b.stop()
+
+
+async def test_admission_mode_gates_file_actions_as_box_exec(admission_boxd):
+    """Without a grant a file action is refused exactly as box_exec is; a forged
+    host-controlled field is refused before anything else."""
+    async with BoxConnection(admission_boxd.url, TOKEN, INSTANCE) as conn:
+        h = conn.handler
+        with pytest.raises(ActionCallError) as exec_refusal:
+            await call(h, Action.EXEC, {"session_id": "default", "cmd": "true"}, workspace="cloud-ws")
+        with pytest.raises(ActionCallError) as file_refusal:
+            await call(h, Action.READ, {"session_id": "default", "path": "x"}, workspace="cloud-ws")
+        assert str(file_refusal.value) == str(exec_refusal.value)
+        with pytest.raises(ActionCallError) as forged_exec:
+            await call(h, Action.EXEC, {"session_id": "default", "cmd": "true", "host_path": "/srv"}, workspace="cloud-ws")
+        with pytest.raises(ActionCallError) as forged_file:
+            await call(h, Action.READ, {"session_id": "default", "path": "x", "host_path": "/srv"}, workspace="cloud-ws")
+        assert str(forged_file.value) == str(forged_exec.value)
