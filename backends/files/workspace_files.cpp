@@ -191,8 +191,7 @@ result<file_result> do_write(const context& c, const file_op& op) {
   if (op.offset < 0)
     return box_error{ec::validation, "offset must not be negative"};
   if (static_cast<int64_t>(op.content.size()) > c.lim.max_call_bytes)
-    return box_error{ec::validation, "content of " + std::to_string(op.content.size()) + " bytes is more than one call may write ("
-                                       + std::to_string(c.lim.max_call_bytes) + " bytes, server.max_file_call_bytes)"};
+    return write_too_large(static_cast<int64_t>(op.content.size()), c.lim.max_call_bytes);
   if (op.mode > 07777)
     return box_error{ec::validation, "mode must be between 0 and 0o7777"};
   if (op.make_parents) {
@@ -464,6 +463,11 @@ result<file_result> run(const workspace& ws, const file_op& op, const limits& li
     }
   }
   return r;
+}
+
+box_error write_too_large(int64_t bytes, int64_t max_call_bytes) {
+  return {ec::validation, "content of " + std::to_string(bytes) + " bytes is more than one call may write ("
+                            + std::to_string(max_call_bytes) + " bytes, server.max_file_call_bytes)"};
 }
 
 result<std::string> normalize(const std::string& path, const std::string& mount_path) {

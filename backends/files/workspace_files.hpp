@@ -37,6 +37,10 @@ struct workspace {
 /// OSError text ("[Errno 2] No such file or directory: '/workspace/x'").
 result<file_result> run(const workspace& ws, const file_op& op, const limits& lim);
 
+/// The refusal of a write whose content is over the call's cap (the wire checks it
+/// before the bytes travel, the action again after base64).
+box_error write_too_large(int64_t bytes, int64_t max_call_bytes);
+
 /// A path as the tenant sent it, made relative to the workspace mounted at `mount_path`:
 /// an absolute one must lie at or below `mount_path`; "." and empty components go, ".."
 /// takes one back and may never leave the workspace; a NUL byte is refused. The error

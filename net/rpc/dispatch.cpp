@@ -3,6 +3,7 @@
 // box_init's default workspace, the shared-workspace probe) runs on the worker pool and
 // comes back to the connection actor as a message (run_blocking, env.jobs).
 #include "net/rpc/action_support.hpp"
+#include "backends/files/workspace_files.hpp"
 #include "messages/base/base64.hpp"
 
 namespace boxrt::net {
@@ -416,8 +417,7 @@ struct wire<file_atom> {
       raw = raw / 4 * 3 - std::min(pads, raw / 4 * 3);
     }
     if (op.verb == file_verb::write && static_cast<int64_t>(raw) > req.limits.max_call_bytes && !err)
-      err = {ec::validation, "content of " + std::to_string(raw) + " bytes is more than one call may write ("
-                               + std::to_string(req.limits.max_call_bytes) + " bytes, server.max_file_call_bytes)"};
+      err = files::write_too_large(static_cast<int64_t>(raw), req.limits.max_call_bytes);
     return req;
   }
 
@@ -431,17 +431,21 @@ struct wire<file_atom> {
     w.key(key).value(json::sanitize_utf8(value));
     w.key(std::string{key} + "_base64").value(base64_encode(value));
   }
-  static void entry(json::writer& w, const file_entry& e) {
-    w.begin_object();
-    name(w, "path", e.path);
-    auto slash = e.path.rfind('/');
-    name(w, "name", slash == std::string::npos ? e.path : e.path.substr(slash + 1));
+  /// An entry's type, size, mode, mtime and a symlink's target (list and stat alike).
+  static void attributes(json::writer& w, const file_entry& e) {
     w.key("type").value(e.type);
     w.key("size").value(e.size);
     w.key("mode").value(static_cast<int64_t>(e.mode));
     w.key("mtime").value(e.mtime);
     if (e.type == "symlink")
       name(w, "target", e.target);
+  }
+  static void entry(json::writer& w, const file_entry& e) {
+    w.begin_object();
+    name(w, "path", e.path);
+    auto slash = e.path.rfind('/');
+    name(w, "name", slash == std::string::npos ? e.path : e.path.substr(slash + 1));
+    attributes(w, e);
     w.end_object();
   }
 
@@ -470,15 +474,8 @@ struct wire<file_atom> {
         w.key("truncated").value(r.truncated);
         break;
       case file_verb::stat:
-        if (!r.entries.empty()) {
-          const auto& e = r.entries.front();
-          w.key("type").value(e.type);
-          w.key("size").value(e.size);
-          w.key("mode").value(static_cast<int64_t>(e.mode));
-          w.key("mtime").value(e.mtime);
-          if (e.type == "symlink")
-            name(w, "target", e.target);
-        }
+        if (!r.entries.empty())
+          attributes(w, r.entries.front());
         break;
       case file_verb::remove:
         w.key("removed").value(true);
