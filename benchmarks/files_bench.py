@@ -2,7 +2,7 @@
 bubblewrap sandboxes over a real WebSocket on loopback: a file of N MiB (256 by default)
 written and read back in ranged calls of 1 MiB (base64 on the wire), by a plain client
 (websockets) and by langbot-plugin 0.7.16's own Handler.call_action, sha256-checked,
-with boxd's peak RSS growth; beside `cp` of the same file on the same disk (boxd's
+then in one streamed read through its call_action_generator, with boxd's peak RSS growth; beside `cp` of the same file on the same disk (boxd's
 workspace folder), page cache warm in both.
 
 usage: BOXD=build/boxd python files_bench.py [--mib N]   (the 0.7.16 environment)"""
@@ -129,6 +129,18 @@ async def main(n: int) -> None:
 
             w, r, gw, gr = await round_trip(sdk, n, b.proc.pid, "sdk.bin")
             print(f"0.7.16 SDK:     write {w:6.0f} MiB/s  read {r:6.0f} MiB/s  boxd RSS +{gw:.1f} / +{gr:.1f} MiB")
+            # The same file in one streamed read (call_action_generator, flow control).
+            with Peak(b.proc.pid) as ps:
+                t0 = time.monotonic()
+                got = 0
+                async for f in conn.handler.call_action_generator(
+                        Action.READ, {"session_id": "files", "path": "sdk.bin", "encoding": "base64"},
+                        timeout=60, action_context=actx):
+                    if f["stream"] == "data":
+                        got += len(base64.b64decode(f["data"]))
+                stream_s = time.monotonic() - t0
+            assert got == n * MIB
+            print(f"0.7.16 SDK:     streamed read {n / stream_s:6.0f} MiB/s  boxd RSS +{ps.growth_mib:.1f} MiB")
         # cp on the same disk (boxd's data folder, where the workspaces are).
         src = os.path.join(b.dir, "cp-src.bin")
         with open(src, "wb") as f:

@@ -120,6 +120,7 @@ size_t payload_bytes(const R&) {
 }
 
 size_t payload_bytes(const exec_result& r);
+size_t payload_bytes(const file_result& r);
 
 /// Sends one request to the directory and renders its reply with `render`.
 /// The request waits at most the action's deadline (actors/deadline.hpp).

@@ -79,6 +79,8 @@ struct stream_state {
   /// Data of frames waiting for the window ("" = the end frame). The session's credit
   /// equals the window, so output frames rarely wait here.
   std::deque<std::string> waiting;
+  /// A streamed box_read_file waiting for room for its next frame (read_stream).
+  std::function<void(bool)> pull;
 };
 
 struct connection_state {
@@ -247,6 +249,13 @@ void flush_stream(connection_ptr self, uint64_t token) {
                                   x.flow ? std::optional<int64_t>{x.sent} : std::nullopt),
                x.flow || x.final ? 0 : token);
   }
+  // A streamed read asks for its next frame once this one is out and the window has room
+  // (or the caller cancelled): it never holds more than the window.
+  if (x.pull && (x.cancel_pending || x.sent - x.acked < stream_window)) {
+    auto pull = std::move(x.pull);
+    x.pull = nullptr;
+    pull(x.cancel_pending);
+  }
 }
 
 /// Keepalives come from here, the one place that sees every quiet time of a stream:
@@ -345,6 +354,7 @@ reply stream_control(connection_ptr self, const envelope& req) {
       self->send(x->session, cancel_atom_v, token);
     else
       x->cancel_pending = true;
+    flush_stream(self, token);  // a streamed read waiting for room ends now
     return keyed("cancelled", true);
   }
   auto seq = integer("seq_id");
@@ -433,7 +443,8 @@ void handle_request(connection_ptr self, envelope& req) {
   auto token = st.next_token++;
   st.inflight.emplace(token, inflight_request{req.seq_id, &series, arrived});
   report_inflight(self);
-  if (req.action == "box_exec_stream") {
+  const bool read_stream = req.action == "box_read_file" && req.flow_control;
+  if (req.action == "box_exec_stream" || read_stream) {
     stream_state x;
     x.seq_id = req.seq_id;
     int64_t seq = 0;
@@ -447,6 +458,24 @@ void handle_request(connection_ptr self, envelope& req) {
     self->delayed_send(self, std::chrono::milliseconds{std::max<int64_t>(st.args.stream.keepalive_ms, 1)},
                        tick_atom_v, token);
   }
+  if (read_stream) {
+    auto sink = std::make_shared<net::read_stream>();
+    sink->frame = [self, token](std::string data) {
+      auto i = self->state.streams.find(token);
+      if (i == self->state.streams.end())
+        return;
+      i->second.waiting.push_back(std::move(data));
+      flush_stream(self, token);
+    };
+    sink->wait_room = [self, token](std::function<void(bool)> next) {
+      auto i = self->state.streams.find(token);
+      if (i == self->state.streams.end())
+        return;  // gone: its request was answered already
+      i->second.pull = std::move(next);
+      flush_stream(self, token);
+    };
+    st.env.read = std::move(sink);
+  }
   try {
     dispatch(st.env, req.action, req.data, req.context ? &*req.context : nullptr,
              [self, token](reply r) { finish(self, token, std::move(r)); });
@@ -454,6 +483,7 @@ void handle_request(connection_ptr self, envelope& req) {
     spdlog::error("net: {}: action {} threw: {}", st.args.peer, req.action, e.what());
     finish(self, token, reply{box_error{ec::runtime, e.what()}, "{}"});
   }
+  st.env.read = nullptr;
 }
 
 void handle_frame(connection_ptr self, const std::string& text) {

@@ -533,6 +533,135 @@ void routed(connection_env& env, const element& data, const action_context* ctx,
     Atom{}, std::move(*req));
 }
 
+/// The length of `s`'s longest prefix that ends on a whole UTF-8 sequence: a character
+/// cut at a frame's end waits for the next frame.
+size_t whole_utf8_prefix(std::string_view s) {
+  const size_t n = s.size();
+  for (size_t back = 1; back <= std::min<size_t>(n, 4); ++back) {
+    auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80)
+      continue;  // a continuation byte: its lead is further back
+    size_t want = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return want > back ? n - back : n;
+  }
+  return n;
+}
+
+/// One streamed box_read_file (docs/files.md): ranged reads of one frame each, each a
+/// tenant request of its own (so a revocation ends the stream), the next asked for only
+/// when the window has room.
+struct read_loop {
+  connection_env* env = nullptr;
+  std::shared_ptr<read_stream> sink;
+  file_request base;
+  done_fn done;
+  std::string_view action;
+  std::string encoding;  // the caller's
+  int64_t start = 0;
+  int64_t next = 0;
+  int64_t end = -1;  // -1: to the end of the file
+  int64_t chunk = 0;
+  // The last read (written by its renderer, read after its reply).
+  int64_t consumed = 0;
+  int64_t size = 0;
+  bool eof = false;
+  std::string path;
+};
+
+void finish_read(const std::shared_ptr<read_loop>& L, std::string_view ended) {
+  json::writer w;
+  w.begin_object();
+  w.key("stream").value("result");
+  wire<file_atom>::name(w, "path", L->path);
+  w.key("encoding").value(L->encoding);
+  w.key("offset").value(L->start);
+  w.key("length").value(L->next - L->start);
+  w.key("size").value(L->size);
+  w.key("eof").value(L->eof);
+  w.key("ended").value(ended);
+  w.end_object();
+  L->done(success(w.take()));
+}
+
+void read_next(std::shared_ptr<read_loop> L) {
+  auto req = L->base;
+  req.op.offset = L->next;
+  req.op.length = L->end < 0 ? L->chunk : std::min(L->chunk, L->end - L->next);
+  // Text is cut at a character's end here, so the pool hands over the bytes.
+  req.op.encoding = L->encoding == "base64" ? "base64" : "raw";
+  const bool more_after = L->end < 0 || L->next + req.op.length < L->end;
+  auto render = [L, more_after](const file_result& r) {
+    L->size = r.size;
+    L->eof = r.eof;
+    L->path = r.path;
+    std::string text;
+    if (L->encoding == "base64") {
+      L->consumed = r.length;
+    } else {
+      std::string_view raw{r.data};
+      if (!r.eof && more_after)
+        raw = raw.substr(0, whole_utf8_prefix(raw));
+      L->consumed = static_cast<int64_t>(raw.size());
+      text = json::sanitize_utf8(raw);
+    }
+    if (L->consumed == 0)
+      return std::string{};
+    json::writer w;
+    w.begin_object();
+    w.key("stream").value("data");
+    w.key("data").value(L->encoding == "base64" ? std::string_view{r.data} : std::string_view{text});
+    w.key("offset").value(L->next);
+    w.end_object();
+    return w.take();
+  };
+  auto& env = *L->env;
+  env.action = L->action;
+  ask<file_result>(env,
+                   [L](reply r) {
+                     if (r.error)
+                       return L->done(std::move(r));
+                     if (!r.data_json.empty())
+                       L->sink->frame(std::move(r.data_json));
+                     L->next += L->consumed;
+                     if (L->eof || L->consumed == 0 || (L->end >= 0 && L->next >= L->end))
+                       return finish_read(L, L->eof ? "eof" : "length");
+                     L->sink->wait_room([L](bool cancelled) {
+                       if (cancelled)
+                         return finish_read(L, "cancel");
+                       read_next(L);
+                     });
+                   },
+                   render, file_atom_v, std::move(req));
+}
+
+/// box_read_file: one reply of at most server.max_file_call_bytes, or, for a caller with
+/// flow control (the SDK's call_action_generator), the file streamed in frames.
+void do_read_file(connection_env& env, const element& data, const action_context* ctx, done_fn done) {
+  if (!env.read)
+    return routed<file_atom>(env, data, ctx, std::move(done));
+  auto req = wire<file_atom>::decode(env, data, ctx, done);
+  if (!req)
+    return;
+  auto L = std::make_shared<read_loop>();
+  L->env = &env;
+  L->sink = env.read;
+  L->action = env.action;
+  L->encoding = req->op.encoding;
+  L->start = L->next = std::max<int64_t>(req->op.offset, 0);
+  L->end = req->op.length < 0 ? -1 : L->start + req->op.length;
+  // One frame's raw bytes: its encoded JSON stays within the stream's frame size.
+  const int64_t frame_room = env.stream.max_chunk_bytes * 6;
+  L->chunk = std::max<int64_t>(
+    1, std::min(req->limits.max_call_bytes,
+                L->encoding == "base64" ? frame_room / 4 * 3 : env.stream.max_chunk_bytes));
+  L->done = std::move(done);
+  // A bad value (a negative offset among them) is the first read's error, after the fence.
+  if (req->op.offset < 0 || req->decode_error)
+    L->next = req->op.offset;
+  L->base = std::move(*req);
+  read_next(L);
+}
+
 void not_implemented(std::string_view action, done_fn& done) {
   done(failure({ec::box_error, std::string{action} + " is not implemented by this boxd yet"}));
 }
@@ -576,7 +705,7 @@ constexpr action_def action_table[] = {
   {"box_get_managed_process", scope::tenant, routed<pget_atom>},
   {"box_stop_managed_process", scope::tenant, routed<pstop_atom>},
   // The session's workspace (docs/files.md): one route, the action's name picks the verb.
-  {"box_read_file", scope::tenant, routed<file_atom>},
+  {"box_read_file", scope::tenant, do_read_file},
   {"box_write_file", scope::tenant, routed<file_atom>},
   {"box_list_files", scope::tenant, routed<file_atom>},
   {"box_stat_file", scope::tenant, routed<file_atom>},

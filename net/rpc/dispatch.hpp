@@ -44,6 +44,18 @@ struct shared_state {
 /// defined in dispatch.cpp.
 struct transfer_state;
 
+/// The frames of one streamed box_read_file (a caller with flow control; docs/files.md).
+/// The connection actor owns the stream's window; the reader asks it for room before
+/// each read, so at most the window's frames and one read are held at a time.
+struct read_stream {
+  /// Queues one data frame (its data JSON) of the stream.
+  std::function<void(std::string data_json)> frame;
+  /// Calls `next` on the connection actor once the window has room, with true when the
+  /// caller cancelled the stream. Never calls it when the stream is gone (an error
+  /// reply, a closed connection).
+  std::function<void(std::function<void(bool cancelled)> next)> wait_room;
+};
+
 /// Per-connection state the dispatcher may use (file transfers live here).
 struct connection_env {
   caf::event_based_actor* self = nullptr;
@@ -63,6 +75,9 @@ struct connection_env {
   /// box_exec_stream: the stream the request being dispatched opens (set by the
   /// connection actor, which owns the stream's frames; docs/streaming.md).
   stream_params stream;
+  /// box_read_file with stream_flow_control: the stream the request opens (set by the
+  /// connection actor for the request being dispatched; null otherwise).
+  std::shared_ptr<read_stream> read;
   /// The file actions' bounds (server.max_file_call_bytes, server.max_list_entries;
   /// docs/files.md).
   file_limits files;

@@ -85,6 +85,10 @@ size_t payload_bytes(const exec_result& r) {
   return r.stdout_text.size() + r.stderr_text.size();
 }
 
+size_t payload_bytes(const file_result& r) {
+  return r.data.size() + r.entries.size() * 64;
+}
+
 } // namespace rpc_detail
 
 } // namespace boxrt::net

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import enum
 import hashlib
+import json
 import os
 import random
 import threading
@@ -21,7 +22,10 @@ import pytest_asyncio
 from langbot_plugin.entities.io.context import ActionContext
 from langbot_plugin.runtime.io.handler import ActionCallError
 
+from langbot_plugin.runtime.io import handler as sdk_handler
+
 from conftest import ADMISSION_BOX, INSTANCE, TOKEN, Boxd, BoxConnection
+from test_exec_stream import RawCaller, ctx_json
 
 
 class Action(enum.Enum):
@@ -132,11 +136,115 @@ async def test_a_256_mib_file_round_trips_in_ranged_calls_with_memory_bounded(bo
         read_s = time.monotonic() - t0
     assert offset == pieces * MIB
     assert got.hexdigest() == want.hexdigest()
-    print(f"\n256 MiB: write {256 / write_s:.0f} MiB/s, read {256 / read_s:.0f} MiB/s; boxd RSS "
+    # The same file in one streamed read (the SDK's generator acknowledges every 4 frames).
+    streamed = hashlib.sha256()
+    with PeakRss(boxd.proc.pid) as during_stream:
+        t0 = time.monotonic()
+        frames = []
+        async for f in handler.call_action_generator(
+                Action.READ, {"session_id": "big", "path": "big.bin", "encoding": "base64"},
+                timeout=30, action_context=ctx("files")):
+            frames.append(f)
+            if f["stream"] == "data":
+                assert f["offset"] == sum(len(x["bytes"]) for x in frames[:-1] if "bytes" in x)
+                f["bytes"] = base64.b64decode(f.pop("data"))
+                streamed.update(f["bytes"])
+        stream_s = time.monotonic() - t0
+    assert streamed.hexdigest() == want.hexdigest()
+    assert frames[-1] == {"stream": "result", "path": "/workspace/big.bin", "encoding": "base64", "offset": 0,
+                          "length": pieces * MIB, "size": pieces * MIB, "eof": True, "ended": "eof"}
+    print(f"\n256 MiB: write {256 / write_s:.0f} MiB/s, read {256 / read_s:.0f} MiB/s, streamed read "
+          f"{256 / stream_s:.0f} MiB/s in {len(frames) - 1} frames; boxd RSS "
           f"+{(during_write.peak - during_write.start) / 1024:.1f} MiB writing, "
-          f"+{(during_read.peak - during_read.start) / 1024:.1f} MiB reading")
+          f"+{(during_read.peak - during_read.start) / 1024:.1f} MiB reading, "
+          f"+{(during_stream.peak - during_stream.start) / 1024:.1f} MiB streaming")
     assert during_write.peak - during_write.start <= 16 * 1024
     assert during_read.peak - during_read.start <= 16 * 1024
+    assert during_stream.peak - during_stream.start <= 16 * 1024
+
+
+async def read_stream(handler, data: dict, workspace: str = "files") -> list[dict]:
+    return [f async for f in handler.call_action_generator(
+        Action.READ, data, timeout=30, action_context=ctx(workspace))]
+
+
+async def test_streamed_reads_text_ranges_and_errors(handler):
+    """A caller with flow control gets any read as frames: text never split inside a
+    character, a range, an empty file, and the one-call errors as the stream's error."""
+    await call(handler, Action.CREATE, {"session_id": "sread"})
+    text = "aé€😀" * 40000  # 400,000 bytes: several frames, characters across their edges
+    raw = text.encode()
+    await call(handler, Action.WRITE, {"session_id": "sread", "path": "t.txt",
+                                       "content": base64.b64encode(raw).decode(), "encoding": "base64"})
+    frames = await read_stream(handler, {"session_id": "sread", "path": "t.txt"})
+    data = [f for f in frames if f["stream"] == "data"]
+    assert len(data) > 2
+    assert "".join(f["data"] for f in data) == text
+    assert [f["offset"] for f in data] == [sum(len(x["data"].encode()) for x in data[:i]) for i in range(len(data))]
+    assert frames[-1]["length"] == len(raw) and frames[-1]["encoding"] == "utf-8" and frames[-1]["ended"] == "eof"
+    # A range: base64, from an offset, for a length that ends before the file does.
+    frames = await read_stream(handler, {"session_id": "sread", "path": "t.txt", "offset": 7,
+                                         "length": 300000, "encoding": "base64"})
+    got = b"".join(base64.b64decode(f["data"]) for f in frames if f["stream"] == "data")
+    assert got == raw[7:300007]
+    assert frames[-1]["offset"] == 7 and frames[-1]["length"] == 300000
+    assert frames[-1]["eof"] is False and frames[-1]["ended"] == "length"
+    await call(handler, Action.WRITE, {"session_id": "sread", "path": "empty", "content": ""})
+    frames = await read_stream(handler, {"session_id": "sread", "path": "empty"})
+    assert frames == [{"stream": "result", "path": "/workspace/empty", "encoding": "utf-8", "offset": 0,
+                       "length": 0, "size": 0, "eof": True, "ended": "eof"}]
+    for data, message in [
+        ({"session_id": "sread", "path": "nope"}, "BoxError: [Errno 2] No such file or directory: '/workspace/nope'"),
+        ({"session_id": "sread", "path": "/etc/passwd"},
+         "BoxValidationError: path /etc/passwd is outside the workspace /workspace"),
+        ({"session_id": "sread", "path": "t.txt", "offset": -1}, "BoxValidationError: offset must not be negative"),
+    ]:
+        with pytest.raises(ActionCallError) as e:
+            await read_stream(handler, data)
+        assert str(e.value) == message
+
+
+async def test_a_streamed_read_to_a_caller_that_never_acknowledges(boxd, handler):
+    """A 64 MiB file to a caller that asked for flow control and never acknowledges:
+    exactly a window of frames is read and sent, nothing more, with boxd's memory
+    bounded; the caller's cancel ends the stream with a result that says so."""
+    await call(handler, Action.CREATE, {"session_id": "sflood"}, workspace="sflood")
+    await call(handler, Action.EXEC, {"session_id": "sflood", "cmd": "head -c 67108864 /dev/zero > z"},
+               workspace="sflood")
+    async with RawCaller(boxd.url) as c:
+        rss_before = rss_kib(boxd.proc.pid)
+        seq = await c.send("box_read_file", {"session_id": "sflood", "path": "z", "encoding": "base64"},
+                           ctx_json("sflood"), flow=True)
+        frames = [await c.until(seq) for _ in range(sdk_handler.STREAM_WINDOW)]
+        assert [f["stream_index"] for f in frames] == list(range(1, 9))
+        assert all(f["data"]["stream"] == "data" for f in frames)
+        assert all(len(json.dumps(f)) <= sdk_handler.MAX_STREAM_FRAME_BYTES for f in frames)
+        assert rss_kib(boxd.proc.pid) - rss_before < 16 * 1024
+        cancel = await c.send("__cancel_action", {"seq_id": seq}, ctx_json("sflood"))
+        rest = []
+        while True:
+            m = await c.recv()
+            if m["seq_id"] == cancel:
+                assert m["data"] == {"cancelled": True}
+                continue
+            rest.append(m)
+            if m.get("chunk_status") == "end":
+                break
+        # Nothing was read past the window: the result comes next.
+        assert len(rest) == 2
+        result = rest[0]["data"]
+        assert result["stream"] == "result" and result["ended"] == "cancel" and result["eof"] is False
+        assert result["length"] == sum(len(base64.b64decode(f["data"]["data"])) for f in frames)
+        # Each frame is a read of its own: a session deleted mid-stream ends it at the next.
+        seq = await c.send("box_read_file", {"session_id": "sflood", "path": "z", "encoding": "base64"},
+                           ctx_json("sflood"), flow=True)
+        frames = [await c.until(seq) for _ in range(sdk_handler.STREAM_WINDOW)]
+        gone = await c.send("box_delete_session", {"session_id": "sflood"}, ctx_json("sflood"))
+        assert (await c.until(gone))["code"] == 0
+        await c.send("__stream_ack", {"seq_id": seq, "index": 8}, ctx_json("sflood"))
+        while (m := await c.until(seq))["code"] == 0:
+            assert m["chunk_status"] == "continue"  # a frame read before the deletion
+        assert m["message"] == "BoxSessionNotFoundError: session sflood not found"
 
 
 async def test_odd_names_listing_and_the_command_sees_the_files(handler):
@@ -175,7 +283,7 @@ async def test_errors_are_typed_and_clear(handler):
         ({"session_id": "errs", "path": "../x"}, "BoxValidationError: path ../x is outside the workspace /workspace"),
         ({"session_id": "errs", "path": "nope"}, "BoxError: [Errno 2] No such file or directory: '/workspace/nope'"),
         ({"session_id": "errs", "path": "/workspace"}, "BoxError: [Errno 21] Is a directory: '/workspace'"),
-        ({"session_id": "errs", "path": "x", "length": MIB + 1},
+        ({"session_id": "errs", "path": "x", "length": MIB + 1},  # one call; a stream may
          "BoxValidationError: length 1048577 is more than one call may read (1048576 bytes, server.max_file_call_bytes)"),
         ({"session_id": "errs", "path": 5}, "BoxValidationError: path must be a string"),
         ({"session_id": "errs"}, "KeyError: 'path'"),
