@@ -486,10 +486,15 @@ std::string tenant_workspace_path(const box_config& config, std::string_view box
   return normalize_path(path);
 }
 
+std::string configuration_error(const box_config& config) {
+  return config.admission_error.empty() ? std::string{} : "box.admission: " + config.admission_error;
+}
+
 runtime_readiness compute_readiness(const box_config& config, const readiness_report& backend,
                                     std::string_view workspace_mount_error, bool unsafe_soft,
                                     bool testing) {
   runtime_readiness r;
+  r.config_error = configuration_error(config);
   const auto& policy = config.admission;
   r.admission_mode = config.admission_mode();
   if (!r.admission_mode) {
@@ -525,12 +530,13 @@ runtime_readiness compute_readiness(const box_config& config, const readiness_re
   r.checks[readiness::managed_process_cap] = policy.max_managed_processes == 0;
   r.ready = std::all_of(r.checks.begin(), r.checks.end(),
                         [](const auto& kv) { return kv.second; });
-  if (!backend.error.empty())
+  // A refused policy first: it is why every other check fails.
+  if (!r.config_error.empty())
+    r.error = r.config_error;
+  else if (!backend.error.empty())
     r.error = backend.error;
   else if (!workspace_mount_error.empty())
     r.error = std::string{workspace_mount_error};
-  else if (!config.admission_error.empty())
-    r.error = config.admission_error;
   else if (policy_error)
     r.error = policy_error.message;
   return r;
@@ -554,6 +560,9 @@ box_error readiness_error(const runtime_readiness& r) {
     if (!ok && name != readiness::hard_read_only_mount_quota)
       add(name);
   auto list = failing.empty() ? std::string{"unknown"} : join(failing);
+  // One refused value makes every check fail: it is named alone, with the validator's text.
+  if (!r.config_error.empty())
+    list = "configuration; " + r.config_error;
   return make_box_error(ec::readiness,
                         "Managed sandbox isolation is not ready (failed checks: " + list + ")");
 }

@@ -190,7 +190,14 @@ struct runtime_readiness {
   bool admission_mode = false;
   std::map<std::string, bool> checks;
   std::string error;
+  /// The admission policy boxd was given and refused (configuration_error()); when set,
+  /// the readiness error names it instead of every check it made fail.
+  std::string config_error;
 };
+
+/// "box.admission: <the validator's text>" when the config's admission policy was
+/// refused (it then fails closed); "" when it was accepted.
+std::string configuration_error(const box_config& config);
 
 /// Combines the backend's report with the config. `workspace_mount_error` is the
 /// result of the (blocking) default-workspace check, "" when it passed. `unsafe_soft`

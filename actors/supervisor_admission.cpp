@@ -324,6 +324,7 @@ box_error check_grant(self_ptr self, const action_context& ctx) {
     r.ready = false;
     r.admission_mode = s.admission_mode;
     r.checks = s.checks;
+    r.config_error = configuration_error(s.config);
     return readiness_error(r);
   }
   return st.admission->check_grant(ctx, config(self).admission, wall_now_us());

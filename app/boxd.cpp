@@ -20,6 +20,7 @@
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
 #include "app/boxd_config.hpp"
+#include "messages/base/version.hpp"
 #include "app/runtime_parts.hpp"
 #include "app/entitlements_file.hpp"
 #include "backends/nsjail/nsjail.hpp"
@@ -109,7 +110,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto cfg = std::move(loaded.value());
+  switch (cfg.command) {
+    case boxd_command::help: std::cout << boxd_usage(); return 0;
+    case boxd_command::version: std::cout << version_line() << std::endl; return 0;
+    case boxd_command::check_config: std::cout << effective_config(cfg); return 0;
+    case boxd_command::run: break;
+  }
   logs::use_json(cfg.server.log_json);
+  spdlog::info("boxd: {}", version_line());
 
   // Service managers give a soft descriptor limit of 1024 and a higher hard one: every
   // connection, sandbox (six each), pipe and quota image needs descriptors, so take
@@ -225,6 +233,13 @@ int main(int argc, char** argv) {
     auto host = cfg.server.host.find(':') != std::string::npos ? "[" + cfg.server.host + "]"
                                                                : cfg.server.host;
     std::cout << "boxd listening on ws://" << host << ":" << port << std::endl;
+    {
+      std::error_code err;
+      auto data = std::filesystem::absolute(host_root_of(cfg.box.local), err);
+      auto uploads = std::filesystem::absolute(cfg.server.transfer_dir, err);
+      spdlog::info("boxd: data folder {} (workspaces, state, quota images); uploads {}", data.string(),
+                   uploads.string());
+    }
     int sig = 0;
     while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
       spdlog::info("boxd: SIGHUP received, reloading the entitlements file");

@@ -13,7 +13,15 @@
 
 namespace boxrt {
 
+/// What the command line asked boxd to do.
+enum class boxd_command { run, help, version, check_config };
+
 struct boxd_config {
+  boxd_command command = boxd_command::run;
+  /// --config or --check-config FILE ("" = none).
+  std::string config_file;
+  /// --data-dir DIR: box.local.host_root is DIR/box (a config file may still set it).
+  std::string data_dir;
   net::server_options server;
   box_config box;
   /// The `cluster` block (docs/cluster.md); `enabled` false without one.
@@ -24,7 +32,16 @@ struct boxd_config {
   bool init_state = false;
   /// Warnings to log once logging is up (never secrets).
   std::vector<std::string> warnings;
+  /// Keys of the `box` blocks (file and LANGBOT_BOX_CONFIG) boxd does not use.
+  std::vector<std::string> ignored;
 };
+
+/// boxd --help.
+std::string boxd_usage();
+
+/// The effective configuration, defaults included, as indented JSON (boxd
+/// --check-config); the control token is shown as set or not, never its value.
+std::string effective_config(const boxd_config& cfg);
 
 /// The first range of /etc/subuid or /etc/subgid ("name:start:count" lines) that
 /// overlaps [first, last], as "file (name: start-end)" text; "" when none does.

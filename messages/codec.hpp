@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "messages/error.hpp"
 #include "messages/base/json.hpp"
@@ -51,6 +52,10 @@ result<runtime_limits> decode_runtime_limits(const simdjson::dom::element& data,
 /// A malformed `admission` section does not fail: it sets `admission_error` and a
 /// required policy, so admission fails closed (§4.9.1).
 result<box_config> decode_box_config(const simdjson::dom::element& data, const box_config& base);
+/// The keys of a `box` block that boxd does not use (LangBot's shape carries keys for
+/// other runtimes), as dotted paths ("box.limits.max_sesions"); admission keys are
+/// never ignored (an unknown one is an error of the policy).
+std::vector<std::string> ignored_box_keys(const simdjson::dom::element& data);
 
 /// The integer limits within the ranges decode_runtime_limits enforces (a config built
 /// in code: app/runtime.hpp).
@@ -72,6 +77,8 @@ void encode(json::writer& w, const revocation_receipt& x);
 void encode(json::writer& w, const entitlement_receipt& x);
 void encode(json::writer& w, const box_spec& x);
 void encode(json::writer& w, const entitlement_snapshot& x);
+/// Every box.limits key with its value (boxd --check-config).
+void encode(json::writer& w, const runtime_limits& x);
 
 /// Canonical JSON (sorted keys, no spaces) of a snapshot: its fingerprint.
 std::string canonical_json(const entitlement_snapshot& x);

@@ -1,5 +1,7 @@
 #include "messages/base/metrics.hpp"
 
+#include "messages/base/version.hpp"
+
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -214,6 +216,9 @@ std::string render(const scrape_values& extra) {
   auto& m = boxd();
   std::string out;
   out.reserve(16 * 1024);
+  header(out, "boxd_build_info", "boxd's version, git describe and build type (always 1).", kind::gauge);
+  out += fmt::format("boxd_build_info{{version=\"{}\",git=\"{}\",build_type=\"{}\"}} 1\n", version(),
+                     git_describe(), build_type());
   render_family(out, "boxd_requests_total", "Action-RPC requests answered, by action and result.",
                 m.requests);
   render_family(out, "boxd_request_duration_seconds",

@@ -103,7 +103,44 @@ result<scripted_config> decode_scripted(const element& v) {
   return scripted;
 }
 
+/// Adds `path<key>` for each key of `o` not in `known`.
+void unknown_keys(const object& o, std::string_view path, std::initializer_list<std::string_view> known,
+                  std::vector<std::string>& out) {
+  for (auto field : o)
+    if (std::find(known.begin(), known.end(), field.key) == known.end())
+      out.push_back(std::string{path} + std::string{field.key});
+}
+
 } // namespace
+
+void encode(json::writer& w, const runtime_limits& x) {
+  w.begin_object();
+  for (const auto& d : limit_defs)
+    w.key(d.name).value(x.*(d.field));
+  w.end_object();
+}
+
+std::vector<std::string> ignored_box_keys(const element& data) {
+  std::vector<std::string> out;
+  object obj;
+  if (data.get_object().get(obj) != ok)
+    return out;
+  unknown_keys(obj, "box.", {"backend", "limits", "local", "admission", "scripted"}, out);
+  object sub;
+  if (auto v = lookup(obj, "limits"); v && v->get_object().get(sub) == ok)
+    for (auto field : sub)
+      if (std::none_of(std::begin(limit_defs), std::end(limit_defs),
+                       [&](const limit_def& d) { return d.name == field.key; }))
+        out.push_back("box.limits." + std::string{field.key});
+  if (auto v = lookup(obj, "local"); v && v->get_object().get(sub) == ok)
+    unknown_keys(sub, "box.local.",
+                 {"host_root", "default_workspace", "skills_root", "nsjail_path", "allowed_mount_roots",
+                  "skills_quota_mb"},
+                 out);
+  if (auto v = lookup(obj, "scripted"); v && v->get_object().get(sub) == ok)
+    unknown_keys(sub, "box.scripted.", {"available", "ready_keys"}, out);
+  return out;
+}
 
 bool known_backend(std::string_view name) {
   return std::find(std::begin(backend_names), std::end(backend_names), name) != std::end(backend_names);

@@ -4,6 +4,10 @@
 
 #include "messages/base/pytext.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include "actors/admission.hpp"
+
 namespace boxrt::net {
 
 namespace rpc_detail {
@@ -63,11 +67,19 @@ void do_init(connection_env& env, const element& data, const action_context*, do
   auto run = runner(env);
   auto directory = env.directory;
   with_settings(env, done, [run, directory, text, done](const instance_settings& s) {
-    auto decoded = decode_text(text, [&s](const element& root) {
+    std::vector<std::string> ignored;
+    auto decoded = decode_text(text, [&s, &ignored](const element& root) {
+      ignored = ignored_box_keys(root);
       return decode_box_config(root, s.config);
     });
     if (!decoded)
       return done(failure(decoded.error()));
+    // LangBot's BoxConfig carries keys for other runtimes: each is named, none refused.
+    for (const auto& key : ignored)
+      spdlog::warn("box_init: {} is not a key boxd uses; ignored", key);
+    // As the reference: initialized, then admission fails closed; the log says why.
+    if (auto why = configuration_error(decoded.value()); !why.empty())
+      spdlog::warn("box_init: {}; admission stays required and every tenant action is refused", why);
     auto next = std::make_shared<box_config>(std::move(decoded.value()));
     // Nothing changes unless every check passed: the default workspace is ensured
     // before the directory sees the new config (the reference applies it first).

@@ -1,6 +1,9 @@
 // The one renderer of health, readiness, backend info and status replies.
 #include "net/rpc/render.hpp"
 
+#include "actors/admission.hpp"
+#include "messages/base/version.hpp"
+
 namespace boxrt::net {
 
 void name_or_null(json::writer& w, const std::string& name) {
@@ -151,6 +154,7 @@ probe_body render_probe(bool live, const std::optional<health_info>& info, uint6
   if (live) {
     // Liveness means the actor core answers; no host paths or error texts here.
     w.key("live").value(info.has_value());
+    w.key("version").value(version_line());
     // This node's cluster id (docs/cluster.md); null for a boxd without a cluster.
     if (node_id.empty())
       w.key("node_id").null();
@@ -174,6 +178,10 @@ probe_body render_probe(bool live, const std::optional<health_info>& info, uint6
     for (const auto& [name, ok] : st.checks)
       w.key(name).value(st.probed && ok);
     w.end_object();
+    // A refused config value, named with the validator's text (other reasons may hold
+    // host paths; they are in the log and the readiness error).
+    if (auto why = configuration_error(st.config); !ready && !why.empty())
+      w.key("error").value(why);
     out.ok = ready;
   }
   w.key("resources").begin_object();

@@ -240,7 +240,22 @@ BOOST_AUTO_TEST_CASE(malformed_admission_section_fails_configuration) {
   BOOST_TEST(r.admission_mode);
   BOOST_TEST(!r.ready);
   BOOST_TEST(failing(r) == std::vector<std::string>{"configuration"});
-  BOOST_TEST(r.error == "max_sessions must be between 0 and 1");
+  BOOST_TEST(r.error == "box.admission: max_sessions must be between 0 and 1");
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_policy_is_named_alone_with_the_validators_text) {
+  // The policy that replaced the refused one makes every check fail; the error names the
+  // one value that did it, even when the backend has its own complaint.
+  box_config c;
+  c.admission_error = "memory_mb must be at least 32";
+  auto b = strict_backend();
+  b.error = "bubblewrap is not installed";
+  auto r = compute_readiness(c, b, "", false);
+  BOOST_TEST(!r.ready);
+  BOOST_TEST(r.error == "box.admission: memory_mb must be at least 32");
+  BOOST_TEST(describe(readiness_error(r))
+             == "BoxReadinessError: Managed sandbox isolation is not ready (failed checks: "
+                "configuration; box.admission: memory_mb must be at least 32)");
 }
 
 BOOST_AUTO_TEST_CASE(admission_error_alone_selects_admission_mode) {

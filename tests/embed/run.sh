@@ -38,7 +38,7 @@ if [ -n "$left" ]; then
 fi
 # The installed boxd finds its helpers in ../libexec/boxrt: its bwrap backend is usable.
 cat > "$work/boxd.json" <<JSON
-{"server": {"host": "127.0.0.1", "port": 0}, "box": {"backend": "bwrap", "local": {"host_root": "$work/boxd-data"}}}
+{"server": {"listen": "127.0.0.1:0"}, "box": {"backend": "bwrap", "local": {"host_root": "$work/boxd-data"}}}
 JSON
 coproc boxd { exec "$work/prefix/bin/boxd" --config "$work/boxd.json" 2> "$work/boxd.log"; }
 read -r -t 30 line <&"${boxd[0]}" || { cat "$work/boxd.log"; exit 1; }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "app/boxd_config.hpp"
 
@@ -166,6 +167,84 @@ BOOST_AUTO_TEST_CASE(init_state_is_a_flag) {
   BOOST_REQUIRE(c);
   BOOST_CHECK(c->init_state);
   BOOST_CHECK(!boxrt::default_boxd_config().init_state);
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_server_key_is_refused_with_its_path) {
+  for (auto [bad, key] : {std::pair{R"({"port": 5411})", "server.port"},
+                          std::pair{R"({"listen": "127.0.0.1:0", "host": "127.0.0.1"})", "server.host"},
+                          std::pair{R"({"max_inflite": 4})", "server.max_inflite"}}) {
+    auto r = load(bad);
+    BOOST_REQUIRE_MESSAGE(!r, bad);
+    BOOST_CHECK_MESSAGE(r.error().message.find("unknown key " + std::string{key}) != std::string::npos,
+                        r.error().message);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ignored_box_keys_are_named_and_never_change_the_config) {
+  config_file f{R"({"box": {"bakend": "nsjail", "limits": {"max_sesions": 3, "max_sessions": 7},
+                            "local": {"host_rot": "/x"}, "profile": "default"}})"};
+  auto c = boxrt::load_boxd_config({"--config", f.path.string()}, no_env);
+  BOOST_REQUIRE(c);
+  BOOST_CHECK_EQUAL(c->box.backend, "auto");
+  BOOST_CHECK_EQUAL(c->box.limits.max_sessions, 7);
+  std::vector<std::string> want{"box.bakend", "box.profile", "box.limits.max_sesions", "box.local.host_rot"};
+  BOOST_CHECK_EQUAL_COLLECTIONS(c->ignored.begin(), c->ignored.end(), want.begin(), want.end());
+  size_t named = 0;
+  for (const auto& w : c->warnings)
+    named += w.find("is not a key boxd uses; ignored") != std::string::npos;
+  BOOST_CHECK_EQUAL(named, 4u);
+  auto printed = boxrt::effective_config(*c);
+  BOOST_CHECK(printed.find("\"box.limits.max_sesions\"") != std::string::npos);
+  // The defaults are printed, the token never is.
+  BOOST_CHECK(printed.find("\"max_inflight\": 128") != std::string::npos);
+  BOOST_CHECK(printed.find("\"control_token\": \"(not set)\"") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_admission_policy_stops_boxd_with_the_validators_text) {
+  for (auto [policy, text] : {std::pair{R"({"memory_mb": 8})", "box.admission: memory_mb must be at least 32"},
+                              std::pair{R"({"required": "yes"})", "box.admission: required must be a boolean"}}) {
+    config_file f{std::string{R"({"box": {"admission": )"} + policy + "}}"};
+    auto c = boxrt::load_boxd_config({"--config", f.path.string()}, no_env);
+    BOOST_REQUIRE(!c);
+    BOOST_CHECK_MESSAGE(c.error().message.find(text) != std::string::npos, c.error().message);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_upload_folder_follows_the_data_folder) {
+  BOOST_CHECK_EQUAL(boxrt::default_boxd_config().box.local.host_root, "data/box");
+  config_file f{R"({"box": {"local": {"host_root": "/srv/boxrt/box/"}}})"};
+  auto c = boxrt::load_boxd_config({"--config", f.path.string()}, no_env);
+  BOOST_REQUIRE(c);
+  BOOST_CHECK_EQUAL(c->server.transfer_dir, "/srv/boxrt/temp/lbp");
+  auto d = boxrt::load_boxd_config({"--data-dir", "/var/lib/boxrt"}, no_env);
+  BOOST_REQUIRE(d);
+  BOOST_CHECK_EQUAL(d->box.local.host_root, "/var/lib/boxrt/box");
+  BOOST_CHECK_EQUAL(d->server.transfer_dir, "/var/lib/boxrt/temp/lbp");
+  auto plain = boxrt::load_boxd_config({}, no_env);
+  BOOST_REQUIRE(plain);
+  BOOST_CHECK_EQUAL(plain->server.transfer_dir, "data/temp/lbp");
+  // An explicit server.transfer_dir stays.
+  config_file g{R"({"server": {"transfer_dir": "/t"}, "box": {"local": {"host_root": "/srv/box"}}})"};
+  auto e = boxrt::load_boxd_config({"--config", g.path.string()}, no_env);
+  BOOST_REQUIRE(e);
+  BOOST_CHECK_EQUAL(e->server.transfer_dir, "/t");
+}
+
+BOOST_AUTO_TEST_CASE(help_version_and_check_config_are_commands) {
+  auto h = boxrt::load_boxd_config({"--help"}, no_env);
+  BOOST_REQUIRE(h);
+  BOOST_CHECK(h->command == boxrt::boxd_command::help);
+  auto v = boxrt::load_boxd_config({"--version"}, no_env);
+  BOOST_REQUIRE(v);
+  BOOST_CHECK(v->command == boxrt::boxd_command::version);
+  config_file f{R"({"server": {}})"};
+  auto c = boxrt::load_boxd_config({"--check-config", f.path.string()}, no_env);
+  BOOST_REQUIRE(c);
+  BOOST_CHECK(c->command == boxrt::boxd_command::check_config);
+  BOOST_CHECK_EQUAL(c->config_file, f.path.string());
+  auto bad = boxrt::load_boxd_config({"--helpme"}, no_env);
+  BOOST_REQUIRE(!bad);
+  BOOST_CHECK(bad.error().message.find("boxd --help") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

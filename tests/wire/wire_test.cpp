@@ -643,6 +643,24 @@ BOOST_AUTO_TEST_CASE(box_init_selects_the_named_backend_while_no_session_exists)
   BOOST_CHECK_EQUAL(str(parse(p, e.data_json), "backend_name"), "process");
 }
 
+BOOST_AUTO_TEST_CASE(a_box_init_with_a_refused_policy_is_initialized_and_names_the_value) {
+  boxd_process boxd{standard_box, token_config};
+  auto c = connect(boxd);
+  // As the reference: initialized, then fail closed; the log and the readiness error
+  // name the key and the validator's text, and each ignored key.
+  auto r = c.call("box_init", R"({"backend":"scripted","bakend":"nsjail","local":{"host_root":"box"},
+    "admission":{"required":true,"memory_mb":8}})");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  BOOST_CHECK_EQUAL(r.data_json, R"({"initialized":true})");
+  auto e = c.call("box_exec", R"({"session_id":"global","cmd":"true"})", ctx("workspace-a"));
+  BOOST_CHECK_EQUAL(e.message, "BoxReadinessError: Managed sandbox isolation is not ready (failed checks: "
+                               "configuration; box.admission: memory_mb must be at least 32)");
+  std::ifstream in{boxd.dir() / "boxd.log"};
+  std::string log{std::istreambuf_iterator<char>{in}, {}};
+  BOOST_CHECK_MESSAGE(log.find("box_init: box.admission: memory_mb must be at least 32") != std::string::npos, log);
+  BOOST_CHECK_MESSAGE(log.find("box_init: box.bakend is not a key boxd uses; ignored") != std::string::npos, log);
+}
+
 BOOST_AUTO_TEST_CASE(the_admission_readiness_after_box_init_is_the_named_backends) {
   boxd_process boxd{standard_box, token_config};
   auto c = connect(boxd);
