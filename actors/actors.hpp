@@ -208,7 +208,9 @@ using runtime_actor = tenant_actor::extend<
   // box_init: a new config (already merged, validated and path-resolved by the caller).
   caf::replies_to<init_atom, box_config>::with<bool>,
   // Stops every session of every workspace; replies with the count.
-  caf::replies_to<shutdown_atom>::with<int64_t>>;
+  caf::replies_to<shutdown_atom>::with<int64_t>,
+  // box_list_all_sessions (boxctl ps): every session of this node, at most `int64_t`.
+  caf::replies_to<ps_atom, int64_t>::with<ps_report>>;
 
 /// One workspace supervisor: the admission plane and owner of its sessions.
 using supervisor_actor = tenant_actor::extend<
@@ -225,7 +227,9 @@ using supervisor_actor = tenant_actor::extend<
   // Worker pool: blocking work `uint64_t` of this supervisor finished (on_pool).
   caf::reacts_to<done_atom, uint64_t>,
   // Stops every session; replies with how many were stopped.
-  caf::replies_to<shutdown_atom>::with<int64_t>>;
+  caf::replies_to<shutdown_atom>::with<int64_t>,
+  // Its sessions and what each uses (box_list_all_sessions).
+  caf::replies_to<ps_atom>::with<std::vector<ps_entry>>>;
 
 /// The directory: instance-level state (trusted instance, config, readiness, global
 /// session slots) and the one owner of the workspace -> supervisor map. Its handlers

@@ -615,6 +615,54 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
       else
         schedule_probe(self);
     },
+    [self](ps_atom, int64_t max) -> caf::result<ps_report> {
+      auto& st = self->state;
+      struct gather {
+        ps_report out;
+        size_t waiting = 0;
+        int64_t max = 0;
+        caf::typed_response_promise<ps_report> rp;
+      };
+      auto g = std::make_shared<gather>();
+      g->max = std::max<int64_t>(0, max);
+      g->rp = self->make_response_promise<ps_report>();
+      g->out.workspaces = static_cast<int64_t>(st.supervisors.size());
+      auto one_done = [g] {
+        if (--g->waiting > 0)
+          return;
+        auto& xs = g->out.sessions;
+        std::sort(xs.begin(), xs.end(), [](const ps_entry& a, const ps_entry& b) {
+          return std::tie(a.instance_uuid, a.workspace_uuid, a.generation, a.stats.session_id)
+                 < std::tie(b.instance_uuid, b.workspace_uuid, b.generation, b.stats.session_id);
+        });
+        if (static_cast<int64_t>(xs.size()) > g->max) {
+          xs.resize(static_cast<size_t>(g->max));
+          g->out.truncated = true;
+        }
+        g->rp.deliver(std::move(g->out));
+      };
+      g->waiting = st.supervisors.size() + 1;
+      for (auto& [ws, sup] : st.supervisors)
+        self->request(sup, control_timeout, ps_atom_v)
+          .then(
+            [g, one_done](std::vector<ps_entry>& xs) {
+              // Bounded as it arrives: at most twice the limit is ever held.
+              for (auto& x : xs)
+                g->out.sessions.push_back(std::move(x));
+              if (static_cast<int64_t>(g->out.sessions.size()) > 2 * g->max + 1) {
+                std::nth_element(g->out.sessions.begin(), g->out.sessions.begin() + g->max, g->out.sessions.end(),
+                                 [](const ps_entry& a, const ps_entry& b) {
+                                   return std::tie(a.instance_uuid, a.workspace_uuid, a.generation, a.stats.session_id)
+                                          < std::tie(b.instance_uuid, b.workspace_uuid, b.generation, b.stats.session_id);
+                                 });
+                g->out.sessions.resize(static_cast<size_t>(g->max) + 1);
+              }
+              one_done();
+            },
+            [one_done](caf::error&) { one_done(); });
+      one_done();
+      return g->rp;
+    },
     [self](shutdown_atom) -> caf::result<int64_t> {
       auto& st = self->state;
       if (st.supervisors.empty())

@@ -355,6 +355,7 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         apply_effect(self, effect, [self](int64_t) { report_idle(self); });
       });
     },
+    [self](ps_atom) -> caf::result<std::vector<ps_entry>> { return list_sessions(self); },
     [self](shutdown_atom) -> caf::result<int64_t> {
       auto rp = self->make_response_promise<int64_t>();
       stop_all(self, box_error{ec::runtime_unavailable, shutting_down_text},

@@ -347,6 +347,9 @@ result<session_actor> find_process_session(self_ptr self, const process_request&
 /// box_status of the workspace, with its session capacity (the directory is asked how
 /// many sessions the instance has). Not gated by admission, unlike the reference.
 caf::result<status_info> workspace_status(self_ptr self, const action_context& ctx);
+/// box_list_all_sessions: every live session of this workspace (any generation), with
+/// its usage (-1 where a session did not answer) and its info.
+caf::result<std::vector<ps_entry>> list_sessions(self_ptr self);
 
 /// box_get_storage_analysis: the host folders on the worker pool, then a probe exec in
 /// each of the workspace's sessions (langbot-plugin's own probe and aggregation).

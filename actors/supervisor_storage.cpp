@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include <charconv>
+#include <tuple>
 #include <filesystem>
 
 #include "backends/linux/beneath.hpp"
@@ -258,6 +259,64 @@ caf::result<status_info> workspace_status(self_ptr self, const action_context& c
     }
   if (g->waiting == 0)
     finish();
+  return g->rp;
+}
+
+caf::result<std::vector<ps_entry>> list_sessions(self_ptr self) {
+  auto& st = self->state;
+  struct gather {
+    std::vector<ps_entry> out;
+    size_t waiting = 0;
+    caf::typed_response_promise<std::vector<ps_entry>> rp;
+  };
+  auto g = std::make_shared<gather>();
+  g->rp = self->make_response_promise<std::vector<ps_entry>>();
+  // No eviction while the answers gather (as box_status).
+  st.status_waits += 1;
+  auto one_done = [self, g] {
+    if (--g->waiting > 0)
+      return;
+    std::sort(g->out.begin(), g->out.end(), [](const ps_entry& a, const ps_entry& b) {
+      return std::tie(a.generation, a.stats.session_id) < std::tie(b.generation, b.stats.session_id);
+    });
+    g->rp.deliver(std::move(g->out));
+    self->state.status_waits -= 1;
+    report_idle(self);
+  };
+  ++g->waiting;  // this loop's own count: nothing is delivered before it ends
+  for (auto& [id, e] : st.sessions) {
+    if (!e.actor)
+      continue;
+    auto i = g->out.size();
+    ps_entry x;
+    x.instance_uuid = st.admission->instance_uuid();
+    x.workspace_uuid = st.admission->workspace_uuid();
+    x.generation = e.generation;
+    x.stats.session_id = e.logical_id;
+    if (e.compat)
+      x.memory_mb = e.compat->memory_mb;
+    g->out.push_back(std::move(x));
+    g->waiting += 2;
+    self->request(e.actor, control_timeout, stats_atom_v)
+      .then(
+        [g, i, one_done](session_stats& s) {
+          s.session_id = g->out[i].stats.session_id;  // the logical id, as the tenant knows it
+          g->out[i].stats = std::move(s);
+          one_done();
+        },
+        [one_done](caf::error&) { one_done(); });
+    self->request(e.actor, control_timeout, caf::get_atom_v)
+      .then(
+        [g, i, one_done](session_info& info) {
+          g->out[i].created_at = info.created_at;
+          g->out[i].last_used_at = info.last_used_at;
+          if (g->out[i].stats.backend_name.empty())
+            g->out[i].stats.backend_name = info.backend_name;
+          one_done();
+        },
+        [one_done](caf::error&) { one_done(); });
+  }
+  one_done();
   return g->rp;
 }
 

@@ -19,6 +19,7 @@
 
 #include "messages/base/base64.hpp"
 #include "messages/base/json.hpp"
+#include "app/boxctl_table.hpp"
 
 namespace boxrt::boxctl {
 
@@ -34,6 +35,9 @@ struct files_client {
   const std::string& context;
   std::string session = "boxctl";
   simdjson::dom::parser parser;
+  /// What a cp moved (its --json summary).
+  int64_t files = 0;
+  int64_t bytes = 0;
 
   /// The action's data as JSON, or throws with the server's message.
   simdjson::dom::element call(const std::string& action, const std::string& fields) {
@@ -67,8 +71,11 @@ struct files_client {
         done += static_cast<size_t>(n);
       }
       offset += static_cast<int64_t>(raw->size());
-      if (eof || raw->empty())
+      bytes += static_cast<int64_t>(raw->size());
+      if (eof || raw->empty()) {
+        ++files;
         return;
+      }
     }
   }
 
@@ -99,9 +106,11 @@ struct files_client {
                                  + json::quote(base64_encode(std::string_view{buf.data(), static_cast<size_t>(n)})));
         first = false;
         offset += n;
+        bytes += n;
         if (n == 0)
           break;
       }
+      ++files;
       call("box_move_file", "\"path\":" + json::quote(part) + ",\"to\":" + json::quote(path) + ",\"overwrite\":true");
     } catch (...) {
       try {
@@ -110,6 +119,24 @@ struct files_client {
       }
       throw;
     }
+  }
+
+  /// Writes `data` to `path` in ranged calls; the path as the sandbox shows it.
+  std::string upload_bytes(const std::string& path, std::string_view data) {
+    std::string shown;
+    size_t offset = 0;
+    do {
+      auto n = std::min(data.size() - offset, static_cast<size_t>(call_bytes));
+      auto d = call("box_write_file", "\"path\":" + json::quote(path) + ",\"offset\":" + std::to_string(offset)
+                                        + ",\"truncate\":" + (offset == 0 ? "true" : "false")
+                                        + ",\"mode\":384,\"encoding\":\"base64\",\"content\":"
+                                        + json::quote(base64_encode(data.substr(offset, n))));
+      std::string_view p;
+      if (d["path"].get_string().get(p) == simdjson::SUCCESS)
+        shown = std::string{p};
+      offset += n;
+    } while (offset < data.size());
+    return shown;
   }
 
   std::string type_of(const std::string& path) {
@@ -193,20 +220,10 @@ bool remote(const std::string& arg) { return !arg.empty() && arg.front() == ':';
 } // namespace
 
 int files_command(net::rpc_client& client, const std::string& context, const std::string& command,
-                  std::vector<std::string> rest) {
+                  const std::vector<std::string>& args, const files_flags& flags) {
   files_client fc{client, context};
-  bool recursive = false, long_form = false;
-  std::vector<std::string> args;
-  for (size_t j = 0; j < rest.size(); ++j) {
-    if (rest[j] == "--session" && j + 1 < rest.size())
-      fc.session = rest[++j];
-    else if (rest[j] == "-r" || rest[j] == "-R")
-      recursive = true;
-    else if (rest[j] == "-l")
-      long_form = true;
-    else
-      args.push_back(rest[j]);
-  }
+  fc.session = flags.session;
+  const bool recursive = flags.recursive, long_form = flags.long_form;
   auto strip = [](const std::string& a) { return a.size() > 1 && a.front() == ':' ? a.substr(1) : a; };
   try {
     if (command == "ls") {
@@ -214,6 +231,10 @@ int files_command(net::rpc_client& client, const std::string& context, const std
         throw std::runtime_error("boxctl: ls [--session ID] [-l] [-R] [PATH]");
       auto path = args.empty() ? std::string{"."} : strip(args[0]);
       auto d = fc.call("box_list_files", "\"path\":" + json::quote(path) + ",\"depth\":" + (recursive ? "16" : "1"));
+      if (flags.json) {
+        std::cout << simdjson::minify(d) << "\n";
+        return 0;
+      }
       simdjson::dom::array list;
       if (d["entries"].get_array().get(list))
         throw std::runtime_error("boxctl: unreadable reply to box_list_files");
@@ -224,8 +245,8 @@ int files_command(net::rpc_client& client, const std::string& context, const std
         if (e["size"].get_int64().get(size) || e["mode"].get_int64().get(mode)) {}
         if (e["target"].get_string().get(target)) {}
         if (long_form)
-          std::printf("%-7.*s %04llo %12lld ", static_cast<int>(type.size()), type.data(),
-                      static_cast<unsigned long long>(mode), static_cast<long long>(size));
+          std::printf("%-7.*s %04llo %10s ", static_cast<int>(type.size()), type.data(),
+                      static_cast<unsigned long long>(mode), human_bytes(size).c_str());
         std::printf("%.*s%s%.*s\n", static_cast<int>(p.size()), p.data(), target.empty() ? "" : " -> ",
                     static_cast<int>(target.size()), target.data());
       }
@@ -239,16 +260,47 @@ int files_command(net::rpc_client& client, const std::string& context, const std
       if (args.size() != 1)
         throw std::runtime_error("boxctl: cat [--session ID] PATH");
       std::fflush(stdout);
+      if (flags.json) {
+        // The bytes as base64 in one object (a file of any content survives JSON).
+        std::string content;
+        int64_t offset = 0;
+        while (true) {
+          auto r = fc.call("box_read_file", "\"path\":" + json::quote(strip(args[0])) + ",\"offset\":"
+                                              + std::to_string(offset) + ",\"length\":" + std::to_string(call_bytes)
+                                              + ",\"encoding\":\"base64\"");
+          std::string_view text;
+          bool eof = true;
+          if (r["content"].get_string().get(text) || r["eof"].get_bool().get(eof))
+            throw std::runtime_error("boxctl: unreadable reply to box_read_file");
+          auto raw = base64_decode(text);
+          if (!raw)
+            throw std::runtime_error("boxctl: unreadable content from box_read_file");
+          content += *raw;
+          offset += static_cast<int64_t>(raw->size());
+          if (eof || raw->empty())
+            break;
+        }
+        std::cout << "{\"path\":" << json::quote(strip(args[0])) << ",\"encoding\":\"base64\",\"content\":"
+                  << json::quote(base64_encode(content)) << "}\n";
+        return 0;
+      }
       fc.download(strip(args[0]), STDOUT_FILENO);
       return 0;
     }
     if (command == "rm") {
       if (args.size() != 1)
         throw std::runtime_error("boxctl: rm [--session ID] [-r] PATH");
-      fc.call("box_remove_file", "\"path\":" + json::quote(strip(args[0])) + ",\"recursive\":" + (recursive ? "true" : "false"));
+      auto d = fc.call("box_remove_file", "\"path\":" + json::quote(strip(args[0])) + ",\"recursive\":" + (recursive ? "true" : "false"));
+      if (flags.json)
+        std::cout << simdjson::minify(d) << "\n";
       return 0;
     }
     if (command == "cp") {
+      auto summary = [&](const std::string& from, const std::string& to) {
+        if (flags.json)
+          std::cout << "{\"from\":" << json::quote(from) << ",\"to\":" << json::quote(to)
+                    << ",\"files\":" << fc.files << ",\"bytes\":" << fc.bytes << "}\n";
+      };
       if (args.size() != 2 || remote(args[0]) == remote(args[1]))
         throw std::runtime_error("boxctl: cp [--session ID] [-r] SRC DST (one of them :PATH in the sandbox)");
       if (remote(args[1])) {
@@ -263,6 +315,7 @@ int files_command(net::rpc_client& client, const std::string& context, const std
         } else {
           fc.upload(local, path);
         }
+        summary(local, path);
         return 0;
       }
       auto path = strip(args[0]), local = args[1];
@@ -277,6 +330,7 @@ int files_command(net::rpc_client& client, const std::string& context, const std
           local += "/" + fs::path{path}.filename().string();
         fc.download_file(path, local);
       }
+      summary(path, local);
       return 0;
     }
   } catch (const std::exception& e) {
@@ -285,6 +339,33 @@ int files_command(net::rpc_client& client, const std::string& context, const std
   }
   std::cerr << "boxctl: unknown command " << command << "\n";
   return 1;
+}
+
+std::string put_file(net::rpc_client& client, const std::string& context, const std::string& session,
+                     const std::string& path, std::string_view data) {
+  files_client fc{client, context};
+  fc.session = session;
+  try {
+    return fc.upload_bytes(path, data);
+  } catch (const std::runtime_error& e) {
+    if (std::string_view{e.what()}.rfind("BoxSessionNotFoundError", 0) != 0)
+      throw;
+  }
+  // The session does not exist yet: made as box_exec would make it.
+  auto r = client.call("box_create_session", "{\"session_id\":" + json::quote(session) + "}", context);
+  if (r.code != 0)
+    throw std::runtime_error(r.message);
+  return fc.upload_bytes(path, data);
+}
+
+void remove_file(net::rpc_client& client, const std::string& context, const std::string& session,
+                 const std::string& path) {
+  files_client fc{client, context};
+  fc.session = session;
+  try {
+    fc.call("box_remove_file", "\"path\":" + json::quote(path));
+  } catch (const std::exception&) {
+  }
 }
 
 bool is_files_command(const std::string& command) {

@@ -283,7 +283,9 @@ result<boxd_config> load_boxd_config(const std::vector<std::string>& args,
           next.box = merged.value();
           // boxd's own file is the operator's: a policy the validator refuses stops boxd
           // here (a box_init's fails closed instead, as the reference's does).
-          if (!next.box.admission_error.empty())
+          object box_obj;
+          if (!next.box.admission_error.empty() && field.value.get_object().get(box_obj) == simdjson::SUCCESS
+              && box_obj["admission"].error() == simdjson::SUCCESS)
             return config_error("box.admission: " + next.box.admission_error);
         } else if (field.key == "cluster") {
           auto cluster = decode_cluster_config(field.value);
@@ -352,7 +354,7 @@ options:
   --data-dir DIR       the data folder: workspaces and state under DIR/box, uploads
                        under DIR/temp/lbp (default ./data)
   --check-config FILE  print the effective configuration, defaults and ignored keys
-                       included, and exit: 0 when boxd would start with it, 1 when not
+                       included, and exit: 0 when boxd would start with it, 2 when not
   --init-state         start with empty admission state where its database is missing
   --version            print the version and exit
   -h, --help           print this and exit

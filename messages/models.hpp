@@ -437,6 +437,29 @@ struct session_stats {
   friend bool operator==(const session_stats&, const session_stats&) = default;
 };
 
+/// One session of `box_list_all_sessions` (boxctl ps): whose it is, and what it uses.
+struct ps_entry {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  int64_t generation = 0;
+  session_stats stats;
+  /// The memory cap of its sandbox (MiB; -1 unknown).
+  int64_t memory_mb = -1;
+  epoch_us created_at = 0;
+  epoch_us last_used_at = 0;
+
+  friend bool operator==(const ps_entry&, const ps_entry&) = default;
+};
+
+/// Reply of box_list_all_sessions: this node's sessions, at most the request's limit.
+struct ps_report {
+  std::vector<ps_entry> sessions;
+  int64_t workspaces = 0;
+  bool truncated = false;
+
+  friend bool operator==(const ps_report&, const ps_report&) = default;
+};
+
 struct status_info {
   std::string backend_name;
   bool backend_available = false;

@@ -100,6 +100,10 @@ BOXRT_INSPECT(readiness_report, backend_name, available, isolating, details, lim
 
 BOXRT_INSPECT(session_stats, session_id, backend_name, cpu_usec, memory_bytes, workspace_bytes)
 
+BOXRT_INSPECT(ps_entry, instance_uuid, workspace_uuid, generation, stats, memory_mb, created_at, last_used_at)
+
+BOXRT_INSPECT(ps_report, sessions, workspaces, truncated)
+
 BOXRT_INSPECT(status_info, backend_name, backend_available, active_sessions, managed_processes,
               session_ttl_sec, limits, capacity_limit, capacity_used, capacity_remaining, sessions)
 
@@ -182,6 +186,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::process_outcome))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::storage_report))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::session_stats))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::ps_entry))
+  CAF_ADD_TYPE_ID(boxrt, (std::vector<boxrt::ps_entry>))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::ps_report))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_params))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_chunk))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::stream_end))
@@ -253,5 +260,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   // A file action on a session's workspace (docs/files.md) and its worker job's end.
   CAF_ADD_ATOM(boxrt, boxrt, file_atom, "file")
   CAF_ADD_ATOM(boxrt, boxrt, fdone_atom, "fdone")
+  CAF_ADD_ATOM(boxrt, boxrt, ps_atom, "ps")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

@@ -510,6 +510,8 @@ router_actor::behavior_type router_behavior(self_ptr self, router_args args) {
       caf::anon_send(self->state.local, atom, std::move(cfg));
     },
     [self](shutdown_atom atom) -> caf::result<int64_t> { return self->delegate(self->state.local, atom); },
+    // This node's sessions (docs/cluster.md: ask each node).
+    [self](ps_atom atom, int64_t max) -> caf::result<ps_report> { return self->delegate(self->state.local, atom, max); },
     [self](done_atom, uint64_t token) { self->state.jobs.finish(token); },
     [self](tick_atom) {
       on_tick(self);

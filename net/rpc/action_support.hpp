@@ -167,6 +167,7 @@ using handler = void (*)(connection_env&, const element&, const action_context*,
 void do_ping(connection_env&, const element&, const action_context*, done_fn done);
 
 void do_health(connection_env& env, const element&, const action_context*, done_fn done);
+void do_list_all_sessions(connection_env& env, const element& data, const action_context*, done_fn done);
 
 void do_backend_info(connection_env& env, const element&, const action_context*, done_fn done);
 

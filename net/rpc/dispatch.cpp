@@ -687,6 +687,8 @@ constexpr action_def action_table[] = {
   {"box_revoke_sandbox_admission_grant", scope::host, routed<revoke_atom>},
   {"box_verify_shared_workspace", scope::host, do_verify},
   {"box_shutdown", scope::host, do_shutdown},
+  // boxd's extension: every session of this node (boxctl ps; docs/operations.md).
+  {"box_list_all_sessions", scope::host, do_list_all_sessions},
   {"box_put_workspace_entitlement", scope::host, routed<entitle_atom>},
   // Tenant sandbox actions (§2.3).
   {"box_status", scope::tenant, routed<status_atom>},

@@ -3,6 +3,7 @@
 #include "net/rpc/action_support.hpp"
 
 #include "messages/base/pytext.hpp"
+#include "messages/time.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -26,6 +27,72 @@ void do_health(connection_env& env, const element&, const action_context*, done_
     write_readiness(w, s);
     done(success(w.take()));
   });
+}
+
+/// box_list_all_sessions (boxd's extension; boxctl ps): every session of this node
+/// across workspaces, with its usage. data.limit: at most this many (default 1000, at
+/// most 10000); more gives "truncated": true.
+void do_list_all_sessions(connection_env& env, const element& data, const action_context*, done_fn done) {
+  int64_t limit = 1000;
+  if (auto v = lookup(data, "limit"); v && !v->is_null()) {
+    __int128 n = 0;
+    if (!read_integer(*v, n) || n < 1 || n > 10000)
+      return done(failure({ec::validation, "limit must be an integer between 1 and 10000"}));
+    limit = static_cast<int64_t>(n);
+  }
+  ask<ps_report>(
+    env, std::move(done),
+    [](const ps_report& r) {
+      json::writer w;
+      auto number_or_null = [&](int64_t v) {
+        if (v < 0)
+          w.null();
+        else
+          w.value(v);
+      };
+      w.begin_object();
+      w.key("sessions").begin_array();
+      for (const auto& x : r.sessions) {
+        w.begin_object();
+        w.key("instance_uuid").value(x.instance_uuid);
+        w.key("workspace_uuid").value(x.workspace_uuid);
+        w.key("placement_generation").value(x.generation);
+        w.key("session_id").value(x.stats.session_id);
+        w.key("backend");
+        if (x.stats.backend_name.empty())
+          w.null();
+        else
+          w.value(x.stats.backend_name);
+        w.key("cpu_seconds");
+        if (x.stats.cpu_usec < 0)
+          w.null();
+        else
+          w.value(static_cast<double>(x.stats.cpu_usec) / 1e6);
+        w.key("memory_bytes");
+        number_or_null(x.stats.memory_bytes);
+        w.key("memory_limit_bytes");
+        number_or_null(x.memory_mb < 0 ? -1 : x.memory_mb * 1048576);
+        w.key("workspace_bytes");
+        number_or_null(x.stats.workspace_bytes);
+        w.key("created_at");
+        if (x.created_at > 0)
+          w.value(iso_utc_z(x.created_at));
+        else
+          w.null();
+        w.key("last_used_at");
+        if (x.last_used_at > 0)
+          w.value(iso_utc_z(x.last_used_at));
+        else
+          w.null();
+        w.end_object();
+      }
+      w.end_array();
+      w.key("workspaces").value(r.workspaces);
+      w.key("truncated").value(r.truncated);
+      w.end_object();
+      return w.take();
+    },
+    ps_atom_v, limit);
 }
 
 /// What this boxd offers beyond the reference, listed by box_get_backend_info:

@@ -778,7 +778,7 @@ BOOST_AUTO_TEST_CASE(boxctl_prints_results_and_exits_with_the_command_code) {
   BOOST_CHECK_EQUAL(out, "hi\n");
   auto [rc2, out2] = boxctl(base + "exec --session s -- fail 3");
   BOOST_CHECK_EQUAL(rc2, 3);
-  auto [rc3, out3] = boxctl(base + "sessions");
+  auto [rc3, out3] = boxctl(base + "sessions --json");
   BOOST_CHECK_EQUAL(rc3, 0);
   BOOST_CHECK(out3.find("\"session_id\":\"s\"") != std::string::npos);
   auto [rc4, out4] = boxctl(base + "delete nope");
@@ -787,6 +787,111 @@ BOOST_AUTO_TEST_CASE(boxctl_prints_results_and_exits_with_the_command_code) {
   auto [rc5, out5] = boxctl("--url " + boxd.url() + " --token wrong-token --instance instance-a health");
   BOOST_CHECK_EQUAL(rc5, 1);
   BOOST_CHECK(out5.find("401") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(boxctl_parses_options_anywhere_before_the_double_dash) {
+  // Through /bin/sh (popen), as an operator types them; the process backend runs them.
+  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})", token_config};
+  auto bin = (std::filesystem::path{boxd_path()}.parent_path() / "boxctl").string();
+  auto sh = [&](const std::string& line) {
+    std::string out;
+    FILE* p = ::popen(("BOXCTL_URL=" + boxd.url() + " LANGBOT_BOX_CONTROL_TOKEN=" + token
+                       + " BOXCTL_INSTANCE=instance-a BOXCTL=" + bin + " sh -c '" + line + "' 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+      out.append(buf, n);
+    int st = ::pclose(p);
+    return std::pair{WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  };
+  // Options before the command, after it, and --name=value, all the same.
+  auto [rc, out] = sh("$BOXCTL exec --timeout 5 --no-stream -- echo one");
+  BOOST_CHECK_EQUAL(rc, 0);
+  BOOST_CHECK_EQUAL(out, "one\n");
+  auto [rc1, out1] = sh("$BOXCTL --timeout=1 --no-stream exec -- sleep 5");
+  BOOST_CHECK_EQUAL(rc1, 124);
+  auto [rc2, out2] = sh("$BOXCTL --workspace w2 exec --session other --no-stream -- pwd");
+  BOOST_CHECK_EQUAL(rc2, 0);
+  // The command after -- is the command, whatever it looks like.
+  auto [rc3, out3] = sh("$BOXCTL exec --no-stream -- sh -c \"echo --timeout\"");
+  BOOST_CHECK_EQUAL(out3, "--timeout\n");
+  // An option that is not exec's, before --, is an error that says where it belongs.
+  auto [rc4, out4] = sh("$BOXCTL exec -l -- ls");
+  BOOST_CHECK_EQUAL(rc4, 2);
+  BOOST_CHECK_EQUAL(out4, "boxctl: unknown option -l for exec (the command's own options go after --)\n");
+  auto [rc5, out5] = sh("$BOXCTL exec --timeout soon -- true");
+  BOOST_CHECK_EQUAL(rc5, 2);
+  BOOST_CHECK_EQUAL(out5, "boxctl: --timeout takes a number of seconds, not soon\n");
+  // Standard input with -i: text, then 3 MiB of random bytes (several file calls).
+  auto [rc6, out6] = sh("printf \"a\\nb\\n\" | $BOXCTL exec -i --no-stream -- wc -l");
+  BOOST_CHECK_EQUAL(rc6, 0);
+  BOOST_CHECK_EQUAL(out6, "2\n");
+  auto here = std::filesystem::temp_directory_path() / ("boxctl-stdin-" + std::to_string(::getpid()));
+  auto [rc7, out7] = sh("head -c 3145728 /dev/urandom > " + here.string() + "; $BOXCTL exec -i --no-stream -- sha256sum < "
+                        + here.string() + " | cut -c1-64; sha256sum " + here.string() + " | cut -c1-64");
+  BOOST_CHECK_EQUAL(rc7, 0);
+  BOOST_REQUIRE_EQUAL(out7.size(), 130u);
+  BOOST_CHECK_EQUAL(out7.substr(0, 65), out7.substr(65));
+  std::filesystem::remove(here);
+  // Nothing of stdin is left in the workspace.
+  auto [rc8, out8] = sh("$BOXCTL ls -l .");
+  BOOST_CHECK_EQUAL(rc8, 0);
+  BOOST_CHECK_MESSAGE(out8.find(".boxctl-stdin") == std::string::npos, out8);
+  // --json everywhere; help per command; versions.
+  auto [rc9, out9] = sh("$BOXCTL --json exec --no-stream -- echo j");
+  BOOST_CHECK_EQUAL(rc9, 0);
+  BOOST_CHECK_MESSAGE(out9.find("\"stdout\":\"j\"") != std::string::npos, out9);
+  auto [rc10, out10] = sh("$BOXCTL help exec");
+  BOOST_CHECK_EQUAL(rc10, 0);
+  BOOST_CHECK(out10.rfind("usage: boxctl exec ", 0) == 0);
+  BOOST_CHECK_EQUAL(sh("$BOXCTL exec --help").second, out10);
+  BOOST_CHECK_EQUAL(sh("$BOXCTL help nosuch").first, 2);
+  auto [rc11, out11] = sh("$BOXCTL --version");
+  BOOST_CHECK_EQUAL(rc11, 0);
+  BOOST_CHECK(out11.rfind("boxctl boxrt ", 0) == 0);
+  auto [rc12, out12] = sh("$BOXCTL version");
+  BOOST_CHECK_MESSAGE(out12.find("boxd   boxrt ") != std::string::npos, out12);
+  // A 401 is explained by the client.
+  auto [rc13, out13] = sh("$BOXCTL --instance someone-else health");
+  BOOST_CHECK_EQUAL(rc13, 1);
+  BOOST_CHECK_MESSAGE(out13.find("is not the one boxd trusts: boxd pins the first instance id") != std::string::npos,
+                      out13);
+}
+
+BOOST_AUTO_TEST_CASE(boxctl_ps_lists_sessions_across_workspaces) {
+  boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})", token_config};
+  auto base = "--url " + boxd.url() + " --token " + token + " --instance instance-a ";
+  for (auto [ws, session] : {std::pair{"w1", "s1"}, std::pair{"w2", "s2"}, std::pair{"w2", "s3"}})
+    BOOST_REQUIRE_EQUAL(boxctl(base + "--workspace " + ws + " exec --no-stream --session " + session + " -- true").first, 0);
+  auto [rc, out] = boxctl(base + "ps");
+  BOOST_CHECK_EQUAL(rc, 0);
+  BOOST_CHECK_MESSAGE(out.rfind("INSTANCE    WORKSPACE  SESSION  BACKEND  CPU", 0) == 0, out);
+  BOOST_CHECK_EQUAL(std::count(out.begin(), out.end(), '\n'), 4);
+  auto [rcj, js] = boxctl(base + "--json ps --limit 2");
+  BOOST_CHECK_EQUAL(rcj, 0);
+  simdjson::dom::parser p;
+  auto d = parse(p, js);
+  simdjson::dom::array xs;
+  BOOST_REQUIRE(d["sessions"].get_array().get(xs) == simdjson::SUCCESS);
+  BOOST_CHECK_EQUAL(xs.size(), 2u);
+  bool truncated = false;
+  BOOST_CHECK(d["truncated"].get_bool().get(truncated) == simdjson::SUCCESS && truncated);
+  auto first = xs.at(0).value();
+  BOOST_CHECK_EQUAL(str(first, "workspace_uuid"), "w1");
+  BOOST_CHECK_EQUAL(str(first, "session_id"), "s1");
+  BOOST_CHECK_EQUAL(str(first, "backend"), "process");
+  // A tenant's context is not needed (a host-control action); a bad limit is refused.
+  auto c = connect(boxd);
+  BOOST_CHECK_EQUAL(c.call("box_list_all_sessions", R"({"limit": 0})").message,
+                    "BoxValidationError: limit must be an integer between 1 and 10000");
+}
+
+BOOST_AUTO_TEST_CASE(boxctl_hints_at_the_global_session_in_admission_mode) {
+  boxd_process boxd{admission_box, server_for("scripted")};
+  auto [rc, out] = boxctl("--url " + boxd.url() + " --token " + token
+                          + " --instance instance-a --workspace w exec --no-stream -- true");
+  BOOST_CHECK_EQUAL(rc, 1);
+  BOOST_CHECK_MESSAGE(out.find("use --session global") != std::string::npos, out);
 }
 
 BOOST_AUTO_TEST_CASE(boxctl_copies_lists_prints_and_removes_workspace_files) {

@@ -41,7 +41,8 @@ runtime_actor stand_in(caf::actor_system& sys, std::string name, std::shared_ptr
       },
       [](health_atom) -> caf::result<health_info> { return health_info{}; },
       [](init_atom, box_config&) -> caf::result<bool> { return true; },
-      [](shutdown_atom) -> caf::result<int64_t> { return int64_t{0}; });
+      [](shutdown_atom) -> caf::result<int64_t> { return int64_t{0}; },
+      [](ps_atom, int64_t) -> caf::result<ps_report> { return ps_report{}; });
   });
 }
 
