@@ -3,6 +3,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CONFIG ?=
+# make run's data folder (workspaces, state, quota images, uploads): inside the build
+# folder, never the checkout's top level; DATA=DIR moves it.
+DATA ?= $(BUILD)/data
 
 .PHONY: all bootstrap configure build run test bench clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
 
@@ -22,7 +25,7 @@ build: bootstrap configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@if [ -x $(BUILD)/boxd ]; then exec $(BUILD)/boxd $(if $(CONFIG),--config $(CONFIG)); \
+	@if [ -x $(BUILD)/boxd ]; then exec $(BUILD)/boxd --data-dir $(abspath $(DATA)) $(if $(CONFIG),--config $(CONFIG)); \
 	else echo "boxd is not built yet"; exit 1; fi
 
 test: build

@@ -232,7 +232,6 @@ int main(int argc, char** argv) {
     }
     auto host = cfg.server.host.find(':') != std::string::npos ? "[" + cfg.server.host + "]"
                                                                : cfg.server.host;
-    std::cout << "boxd listening on ws://" << host << ":" << port << std::endl;
     {
       std::error_code err;
       auto data = std::filesystem::absolute(host_root_of(cfg.box.local), err);
@@ -240,6 +239,7 @@ int main(int argc, char** argv) {
       spdlog::info("boxd: data folder {} (workspaces, state, quota images); uploads {}", data.string(),
                    uploads.string());
     }
+    std::cout << "boxd listening on ws://" << host << ":" << port << std::endl;
     int sig = 0;
     while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
       spdlog::info("boxd: SIGHUP received, reloading the entitlements file");

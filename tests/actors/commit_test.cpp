@@ -25,7 +25,7 @@ class held_store final : public admission_store {
       --hold_gets_;
       ++holding_;
       cv_.notify_all();
-      cv_.wait_for(lock, 5s, [&] { return released_; });
+      cv_.wait_for(lock, 20s, [&] { return released_; });
       --holding_;
     }
     auto i = rows_.find(key);

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "messages/base/metrics.hpp"
+#include "messages/base/version.hpp"
 
 using namespace boxrt;
 
@@ -56,6 +57,10 @@ BOOST_AUTO_TEST_CASE(the_scrape_escapes_label_values_and_names_every_family) {
                     "boxd_pool_queue_depth", "boxd_pool_threads", "process_cpu_seconds_total",
                     "process_resident_memory_bytes", "process_open_fds"})
     BOOST_CHECK_MESSAGE(text.find(std::string{"# TYPE "} + name + " ") != std::string::npos, name);
+  // The version that runs, as a constant series.
+  auto info = "boxd_build_info{version=\"" + std::string{version()} + "\",git=\"" + std::string{git_describe()}
+              + "\",build_type=\"" + std::string{build_type()} + "\"} 1\n";
+  BOOST_CHECK_MESSAGE(text.find(info) != std::string::npos, info);
 }
 
 BOOST_AUTO_TEST_CASE(reason_slugs_keep_the_fixed_part_of_a_text) {

@@ -13,6 +13,7 @@
 
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
+#include "messages/base/version.hpp"
 #include "backends/testing/scripted.hpp"
 #include "messages/time.hpp"
 #include "tests/actors/fixture.hpp"
@@ -133,19 +134,21 @@ BOOST_AUTO_TEST_SUITE(transport)
 // -- HTTP endpoints -------------------------------------------------------------------------
 
 BOOST_FIXTURE_TEST_CASE(healthz_reports_liveness_and_counts, net_fixture) {
+  // The version that runs (messages/base/version.hpp), for an operator after an upgrade.
+  const std::string head = R"({"live":true,"version":")" + version_line() + R"(","node_id":null,)";
   auto r = http_get(port, "/healthz");
   BOOST_CHECK_EQUAL(r.status, 200u);
   BOOST_CHECK_EQUAL(r.content_type, "application/json");
-  BOOST_CHECK_EQUAL(r.body, R"({"live":true,"node_id":null,"resources":{"sessions":0,"connections":0}})");
+  BOOST_CHECK_EQUAL(r.body, head + R"("resources":{"sessions":0,"connections":0}})");
   auto c = connect();
   BOOST_REQUIRE(c.is_open());
   BOOST_CHECK_EQUAL(c.call(1, "__ping").code, 0);
   r = http_get(port, "/healthz?verbose=1");
-  BOOST_CHECK_EQUAL(r.body, R"({"live":true,"node_id":null,"resources":{"sessions":0,"connections":1}})");
+  BOOST_CHECK_EQUAL(r.body, head + R"("resources":{"sessions":0,"connections":1}})");
   // A session counts once it exists.
   BOOST_CHECK_EQUAL(c.call(2, "box_exec", exec_data("s1", "echo hi"), context_json("ws-a")).code, 0);
   r = http_get(port, "/healthz");
-  BOOST_CHECK_EQUAL(r.body, R"({"live":true,"node_id":null,"resources":{"sessions":1,"connections":1}})");
+  BOOST_CHECK_EQUAL(r.body, head + R"("resources":{"sessions":1,"connections":1}})");
   BOOST_CHECK(r.body.find(root.string()) == std::string::npos);
 }
 
