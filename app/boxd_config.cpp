@@ -124,7 +124,8 @@ box_error apply_server(element section, net::server_options& out, bool& transfer
         if (key == k.key)
           return true;
       for (std::string_view k : {"listen", "control_token", "trusted_instance_uuid", "transfer_dir",
-                                 "sandbox_uid_range", "host_gid", "compression", "log_format", "testing"})
+                                 "sandbox_uid_range", "host_gid", "compression", "log_format", "testing",
+                                 "audit_log", "audit_commands", "audit_max_bytes", "audit_files"})
         if (key == k)
           return true;
       return false;
@@ -158,6 +159,17 @@ box_error apply_server(element section, net::server_options& out, bool& transfer
   }
   if (auto err = server.boolean("compression", out.compression))
     return err;
+  if (auto err = server.string("audit_log", out.audit.path))
+    return err;
+  if (auto err = server.boolean("audit_commands", out.audit.commands))
+    return err;
+  size_t audit_bytes = out.audit.max_bytes, audit_files = out.audit.files;
+  if (auto err = server.size("audit_max_bytes", 4096, size_t{1} << 40, audit_bytes))
+    return err;
+  if (auto err = server.size("audit_files", 1, 1000, audit_files))
+    return err;
+  out.audit.max_bytes = audit_bytes;
+  out.audit.files = static_cast<uint32_t>(audit_files);
   if (auto v = server.get("log_format")) {
     std::string_view format;
     if (v->get_string().get(format) != simdjson::SUCCESS || (format != "text" && format != "json"))
@@ -469,6 +481,14 @@ std::string effective_config(const boxd_config& cfg) {
     w.value(s.host_gid);
   w.key("compression").value(s.compression);
   w.key("log_format").value(s.log_json ? "json" : "text");
+  w.key("audit_log");
+  if (s.audit.path.empty())
+    w.null();
+  else
+    w.value(s.audit.path);
+  w.key("audit_commands").value(s.audit.commands);
+  w.key("audit_max_bytes").value(s.audit.max_bytes);
+  w.key("audit_files").value(static_cast<uint64_t>(s.audit.files));
   w.key("testing").value(s.testing);
   w.end_object();
   w.key("box").begin_object();

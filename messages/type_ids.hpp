@@ -261,5 +261,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, file_atom, "file")
   CAF_ADD_ATOM(boxrt, boxrt, fdone_atom, "fdone")
   CAF_ADD_ATOM(boxrt, boxrt, ps_atom, "ps")
+  CAF_ADD_ATOM(boxrt, boxrt, audited_atom, "audited")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

@@ -44,7 +44,45 @@ struct inflight_request {
   std::string seq_id;
   action_series* series = nullptr;
   steady::time_point arrived;
+  /// Its audit line's fields known at arrival (with an audit trail).
+  std::optional<audit_record> audit;
 };
+
+/// The audit fields of a request (server.audit_log): the context's workspace, or the
+/// data's for the host-control actions that name one (grants, revocations, snapshots).
+audit_record audit_fields(const envelope& req, bool commands, const std::string& peer) {
+  audit_record r;
+  r.action = std::string{req.action};
+  r.peer = peer;
+  auto text = [&](const char* key) -> std::string {
+    std::string_view v;
+    if (req.data.is_object() && req.data[key].get_string().get(v) == simdjson::SUCCESS)
+      return std::string{v};
+    return {};
+  };
+  if (req.context) {
+    r.instance = req.context->instance_uuid;
+    r.workspace = req.context->workspace_uuid;
+  } else {
+    r.instance = text("instance_uuid");
+    r.workspace = text("workspace_uuid");
+  }
+  r.session = text("session_id");
+  if (commands && (req.action == "box_exec" || req.action == "box_exec_stream"))
+    if (auto cmd = text("cmd"); !cmd.empty())
+      r.command = std::move(cmd);
+  return r;
+}
+
+/// Heartbeats and flow control change nothing and are never audited.
+bool audited(std::string_view action) {
+  return action != "__ping" && action != "__stream_ack";
+}
+
+int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 /// The result label of a reply: "ok" or its error class ("busy" for the in-flight cap).
 std::string_view result_label(const box_error& error) {
@@ -107,6 +145,8 @@ struct connection_state {
   uint64_t ignored = 0;
   /// Set by shutdown: nothing more is read or answered.
   bool closing = false;
+  /// Replies waiting for their audit line to be written (server.audit_log), by token.
+  std::unordered_map<uint64_t, std::pair<inflight_request, reply>> audit_waits;
 };
 
 using connection_ptr = caf::stateful_actor<connection_state>*;
@@ -379,7 +419,61 @@ reply stream_control(connection_ptr self, const envelope& req) {
   return keyed("accepted", true);
 }
 
+void deliver(connection_ptr self, uint64_t token, reply r);
+
+/// A request's reply: with an audit trail, after its line is written (on the log's
+/// thread; the reply waits in audit_waits meanwhile), else at once.
 void finish(connection_ptr self, uint64_t token, reply r) {
+  auto& st = self->state;
+  auto i = st.inflight.find(token);
+  if (i == st.inflight.end() || !st.args.audit || !i->second.audit)
+    return deliver(self, token, std::move(r));
+  auto rec = std::move(*i->second.audit);
+  rec.allowed = !r.error;
+  if (r.error)
+    rec.error_class = std::string{result_label(r.error)};
+  rec.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - i->second.arrived).count();
+  if (!r.error && (rec.action == "box_exec" || rec.action == "box_exec_stream")) {
+    dom::parser p;
+    dom::element d;
+    int64_t code = 0;
+    if (p.parse(r.data_json).get(d) == simdjson::SUCCESS && d["exit_code"].get_int64().get(code) == simdjson::SUCCESS)
+      rec.exit_code = code;
+  }
+  auto line = audit_line(rec, wall_us());
+  st.audit_waits.emplace(token, std::pair{std::move(i->second), std::move(r)});
+  st.inflight.erase(i);
+  st.args.audit->append(std::move(line), [actor = caf::actor_cast<caf::actor>(self), token](bool) {
+    caf::anon_send(actor, audited_atom_v, token);
+  });
+}
+
+/// Its audit line is written: the reply goes.
+void audited_reply(connection_ptr self, uint64_t token) {
+  auto& st = self->state;
+  auto i = st.audit_waits.find(token);
+  if (i == st.audit_waits.end())
+    return;  // answered at shutdown
+  auto [req, r] = std::move(i->second);
+  st.audit_waits.erase(i);
+  st.inflight.emplace(token, std::move(req));
+  deliver(self, token, std::move(r));
+}
+
+/// An audit line that no reply waits for (a refusal before dispatch, a cancel).
+void audit_now(connection_ptr self, const envelope& req, const box_error& error, steady::time_point arrived) {
+  auto& st = self->state;
+  if (!st.args.audit || !audited(req.action) || req.action.empty())
+    return;
+  auto rec = audit_fields(req, st.args.audit->commands(), st.args.peer);
+  rec.allowed = !error;
+  if (error)
+    rec.error_class = std::string{result_label(error)};
+  rec.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - arrived).count();
+  st.args.audit->append(audit_line(rec, wall_us()), nullptr);
+}
+
+void deliver(connection_ptr self, uint64_t token, reply r) {
   auto& st = self->state;
   auto i = st.inflight.find(token);
   if (i == st.inflight.end())
@@ -406,7 +500,7 @@ void finish(connection_ptr self, uint64_t token, reply r) {
 /// Slots taken: requests in flight plus replies the socket has not written yet.
 size_t slots_taken(connection_ptr self) {
   auto& st = self->state;
-  return st.inflight.size() + (st.args.out ? st.args.out->unwritten() : 0);
+  return st.inflight.size() + st.audit_waits.size() + (st.args.out ? st.args.out->unwritten() : 0);
 }
 
 void handle_request(connection_ptr self, envelope& req) {
@@ -416,6 +510,7 @@ void handle_request(connection_ptr self, envelope& req) {
   if (req.refusal.empty() && (req.action == "__stream_ack" || req.action == "__cancel_action")) {
     auto r = stream_control(self, req);
     record(series, r.error, arrived);
+    audit_now(self, req, r.error, arrived);
     send_reply(self, req.seq_id, r);
     return;
   }
@@ -424,12 +519,14 @@ void handle_request(connection_ptr self, envelope& req) {
     box_error busy{ec::busy, "Runtime connection is busy (max "
                                + std::to_string(st.args.max_inflight) + " concurrent actions)"};
     record(series, busy, arrived);
+    audit_now(self, req, busy, arrived);
     send_reply(self, req.seq_id, reply{std::move(busy), "{}"});
     return;
   }
   if (!req.refusal.empty()) {
     metrics::boxd().decode_errors.inc();
     record(series, box_error{req.refusal_class, {}}, arrived);
+    audit_now(self, req, box_error{req.refusal_class, "refused"}, arrived);
     send_text(self, render_encoded(req.seq_id, req.refusal));
     return;
   }
@@ -441,7 +538,9 @@ void handle_request(connection_ptr self, envelope& req) {
     return;
   }
   auto token = st.next_token++;
-  st.inflight.emplace(token, inflight_request{req.seq_id, &series, arrived});
+  st.inflight.emplace(token, inflight_request{req.seq_id, &series, arrived, std::nullopt});
+  if (st.args.audit && audited(req.action))
+    st.inflight[token].audit = audit_fields(req, st.args.audit->commands(), st.args.peer);
   report_inflight(self);
   const bool read_stream = req.action == "box_read_file" && req.flow_control;
   if (req.action == "box_exec_stream" || read_stream) {
@@ -528,6 +627,7 @@ caf::behavior connection(connection_ptr self, connection_args args) {
     },
     [self](stream_atom, uint64_t token, const stream_chunk& c) { stream_frame(self, token, c); },
     [self](tick_atom, uint64_t token) { stream_tick(self, token); },
+    [self](audited_atom, uint64_t token) { audited_reply(self, token); },
     // A frame of a stream without flow control is written: the session may send one more.
     [self](written_atom, uint64_t token) {
       auto& st = self->state;
@@ -545,6 +645,10 @@ caf::behavior connection(connection_ptr self, connection_args args) {
         send_reply(self, req.seq_id, reply{std::move(gone), "{}"});
       }
       st.inflight.clear();
+      // Replies that waited for their audit line go now (their line is on its way).
+      for (auto& [token, w] : st.audit_waits)
+        send_reply(self, w.first.seq_id, std::move(w.second));
+      st.audit_waits.clear();
       report_inflight(self);
       if (st.args.out)
         st.args.out->close(1001, shutdown_close_reason);

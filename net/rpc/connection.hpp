@@ -10,6 +10,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "net/audit/audit_log.hpp"
 #include "net/rpc/dispatch.hpp"
 
 namespace boxrt::net {
@@ -86,6 +87,8 @@ struct connection_args {
   std::string transfer_dir;
   /// For log lines only ("127.0.0.1:53412").
   std::string peer;
+  /// The audit trail (server.audit_log); null when off.
+  std::shared_ptr<audit_log> audit;
 };
 
 /// Spawns the actor of one connection. Messages it takes:

@@ -159,6 +159,7 @@ class ws_session final : public session_base, private ws_outbox<ws_session> {
     args.files.max_list_entries = static_cast<int64_t>(srv_.opts.max_list_entries);
     args.transfer_dir = srv_.next_transfer_dir();
     args.peer = peer_;
+    args.audit = srv_.audit;
     actor_ = spawn_connection(srv_.sys, std::move(args));
     // An actor that fails takes its socket with it.
     actor_->attach_functor([h = handle_] { h->close(1011, "Box runtime connection failed"); });

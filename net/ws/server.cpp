@@ -234,6 +234,14 @@ uint16_t server::start() {
       throw std::runtime_error("cannot create the transfer directory " + d.opts.transfer_dir
                                + ": " + err.message());
   }
+  if (!d.opts.audit.path.empty()) {
+    std::string why;
+    d.audit = audit_log::open(d.opts.audit, why);
+    if (!d.audit)
+      throw std::runtime_error(why);
+    spdlog::info("net: audit log {} ({} files of at most {} bytes{})", d.opts.audit.path, d.opts.audit.files,
+                 d.opts.audit.max_bytes, d.opts.audit.commands ? ", with command texts" : "");
+  }
   if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
     d.fd_limit = static_cast<size_t>(lim.rlim_cur);
   auto host = d.opts.host;

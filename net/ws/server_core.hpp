@@ -218,6 +218,8 @@ struct server_core {
   /// A cluster node's GET /cluster endpoints (null: not a cluster node).
   std::shared_ptr<const cluster_endpoints> cluster;
   std::shared_ptr<shared_state> shared = std::make_shared<shared_state>();
+  /// server.audit_log, opened by start(); null when off.
+  std::shared_ptr<audit_log> audit;
   std::shared_ptr<io_gate> gate = std::make_shared<io_gate>();
   std::string transfer_prefix;
   std::atomic<uint64_t> transfer_seq{1};

@@ -1,6 +1,8 @@
 // Options of the WebSocket server (the `server` section of boxd's config). Plain C++.
 #pragma once
 
+#include "net/audit/audit_log.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -63,6 +65,8 @@ struct server_options {
   bool testing = false;
   /// server.log_format: every log line as one JSON object ("json") or text ("text").
   bool log_json = false;
+  /// The audit trail (server.audit_log, audit_commands, audit_max_bytes, audit_files).
+  audit_options audit;
 };
 
 /// box_exec_stream's settings for a connection of this server (the token is set per
