@@ -15,7 +15,7 @@
 #include <caf/result.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "messages/type_ids.hpp"
+#include <boxrt/messages/type_ids.hpp>
 
 namespace boxrt {
 

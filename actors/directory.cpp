@@ -6,6 +6,7 @@
 #include <list>
 #include <tuple>
 #include <utility>
+#include <vector>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -32,6 +33,9 @@ struct parked {
 
 struct directory_state {
   static inline const char* name = "boxrt.directory";
+
+  /// box_list_all_sessions callers waiting for the gathering under way, with their limits.
+  std::vector<std::pair<caf::typed_response_promise<ps_report>, int64_t>> ps_waiters;
 
   directory_args args;
   instance_settings settings;
@@ -195,6 +199,56 @@ void mark_idle(self_ptr self, const std::string& ws, bool idle) {
     while (st.idle.size() > keep && evict_one(self)) {
     }
   }
+}
+
+/// box_list_all_sessions: every session of every supervisor, answered to every caller
+/// waiting (each cut to its own limit; at most ps_max_sessions are ever held).
+constexpr int64_t ps_max_sessions = 10000;
+
+void gather_sessions(self_ptr self) {
+  auto& st = self->state;
+  struct gather {
+    std::vector<ps_entry> sessions;
+    size_t waiting = 0;
+    int64_t workspaces = 0;
+  };
+  auto by_owner = [](const ps_entry& a, const ps_entry& b) {
+    return std::tie(a.instance_uuid, a.workspace_uuid, a.generation, a.stats.session_id)
+           < std::tie(b.instance_uuid, b.workspace_uuid, b.generation, b.stats.session_id);
+  };
+  auto g = std::make_shared<gather>();
+  g->workspaces = static_cast<int64_t>(st.supervisors.size());
+  auto one_done = [self, g, by_owner] {
+    if (--g->waiting > 0)
+      return;
+    auto& xs = g->sessions;
+    std::sort(xs.begin(), xs.end(), by_owner);
+    for (auto& [rp, max] : std::exchange(self->state.ps_waiters, {})) {
+      ps_report out;
+      out.workspaces = g->workspaces;
+      out.truncated = static_cast<int64_t>(xs.size()) > max;
+      out.sessions.assign(xs.begin(), xs.begin() + std::min<int64_t>(max, static_cast<int64_t>(xs.size())));
+      rp.deliver(std::move(out));
+    }
+  };
+  g->waiting = st.supervisors.size() + 1;
+  // Longer than a supervisor's own wait for its sessions (control_timeout): a slow
+  // session shows as unknown usage, not as a missing workspace.
+  for (auto& [ws, sup] : st.supervisors)
+    self->request(sup, control_timeout + std::chrono::seconds{5}, ps_atom_v)
+      .then(
+        [g, one_done, by_owner](std::vector<ps_entry>& xs) {
+          for (auto& x : xs)
+            g->sessions.push_back(std::move(x));
+          // Bounded as it arrives: never more than twice the most any caller may get.
+          if (static_cast<int64_t>(g->sessions.size()) > 2 * ps_max_sessions) {
+            std::nth_element(g->sessions.begin(), g->sessions.begin() + ps_max_sessions, g->sessions.end(), by_owner);
+            g->sessions.resize(static_cast<size_t>(ps_max_sessions) + 1);
+          }
+          one_done();
+        },
+        [one_done](caf::error&) { one_done(); });
+  one_done();
 }
 
 supervisor_actor spawn_for(self_ptr self, const std::string& ws,
@@ -616,52 +670,14 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
         schedule_probe(self);
     },
     [self](ps_atom, int64_t max) -> caf::result<ps_report> {
+      // One gathering at a time (each asks every session of the node for its usage on
+      // the worker pool): callers that come meanwhile share it.
       auto& st = self->state;
-      struct gather {
-        ps_report out;
-        size_t waiting = 0;
-        int64_t max = 0;
-        caf::typed_response_promise<ps_report> rp;
-      };
-      auto g = std::make_shared<gather>();
-      g->max = std::max<int64_t>(0, max);
-      g->rp = self->make_response_promise<ps_report>();
-      g->out.workspaces = static_cast<int64_t>(st.supervisors.size());
-      auto one_done = [g] {
-        if (--g->waiting > 0)
-          return;
-        auto& xs = g->out.sessions;
-        std::sort(xs.begin(), xs.end(), [](const ps_entry& a, const ps_entry& b) {
-          return std::tie(a.instance_uuid, a.workspace_uuid, a.generation, a.stats.session_id)
-                 < std::tie(b.instance_uuid, b.workspace_uuid, b.generation, b.stats.session_id);
-        });
-        if (static_cast<int64_t>(xs.size()) > g->max) {
-          xs.resize(static_cast<size_t>(g->max));
-          g->out.truncated = true;
-        }
-        g->rp.deliver(std::move(g->out));
-      };
-      g->waiting = st.supervisors.size() + 1;
-      for (auto& [ws, sup] : st.supervisors)
-        self->request(sup, control_timeout, ps_atom_v)
-          .then(
-            [g, one_done](std::vector<ps_entry>& xs) {
-              // Bounded as it arrives: at most twice the limit is ever held.
-              for (auto& x : xs)
-                g->out.sessions.push_back(std::move(x));
-              if (static_cast<int64_t>(g->out.sessions.size()) > 2 * g->max + 1) {
-                std::nth_element(g->out.sessions.begin(), g->out.sessions.begin() + g->max, g->out.sessions.end(),
-                                 [](const ps_entry& a, const ps_entry& b) {
-                                   return std::tie(a.instance_uuid, a.workspace_uuid, a.generation, a.stats.session_id)
-                                          < std::tie(b.instance_uuid, b.workspace_uuid, b.generation, b.stats.session_id);
-                                 });
-                g->out.sessions.resize(static_cast<size_t>(g->max) + 1);
-              }
-              one_done();
-            },
-            [one_done](caf::error&) { one_done(); });
-      one_done();
-      return g->rp;
+      auto rp = self->make_response_promise<ps_report>();
+      st.ps_waiters.emplace_back(rp, std::max<int64_t>(0, max));
+      if (st.ps_waiters.size() == 1)
+        gather_sessions(self);
+      return rp;
     },
     [self](shutdown_atom) -> caf::result<int64_t> {
       auto& st = self->state;

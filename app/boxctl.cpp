@@ -470,13 +470,24 @@ int exec_command(net::rpc_client& client, const parsed& p, const std::string& co
   std::string stdin_path;
   if (p.has("-i")) {
     auto data = read_stdin();
-    auto name = ".boxctl-stdin-" + std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr));
+    // A name nothing in the sandbox can guess ahead.
+    std::string name = ".boxctl-stdin-";
+    {
+      std::ifstream urandom{"/dev/urandom", std::ios::binary};
+      unsigned char bytes[16] = {};
+      if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes))
+        throw std::runtime_error("boxctl: cannot read /dev/urandom");
+      static constexpr char hex[] = "0123456789abcdef";
+      for (auto b : bytes)
+        name += {hex[b >> 4], hex[b & 15]};
+    }
     stdin_path = boxctl::put_file(client, context, session, name, data);
     // Opened as stdin, then removed before the command runs (the descriptor stays). A
     // command runs in its workspace unless --workdir moves it: then the path the sandbox
     // shows is used.
     auto at = p.has("--workdir") ? stdin_path : name;
-    cmd = "{ rm -f " + sh_quote(at) + "; " + cmd + "\n} < " + sh_quote(at);
+    // Two newlines: a command that ends in a backslash continues onto the first only.
+    cmd = "{ rm -f " + sh_quote(at) + "; " + cmd + "\n\n} < " + sh_quote(at);
   }
   std::string request = "{\"session_id\":" + json::quote(session) + ",\"cmd\":" + json::quote(cmd);
   if (p.has("--timeout")) {
@@ -493,8 +504,13 @@ int exec_command(net::rpc_client& client, const parsed& p, const std::string& co
     stream = true;
   if (p.has("--no-stream"))
     stream = false;
-  if (stream)
-    return exec_streamed(client, request, context, p.has("--json"));
+  if (stream) {
+    auto code = exec_streamed(client, request, context, p.has("--json"));
+    // The command removes its standard input as it starts; one refused never did.
+    if (!stdin_path.empty())
+      boxctl::remove_file(client, context, session, stdin_path);
+    return code;
+  }
   auto r = client.call("box_exec", request, context);
   if (r.code != 0) {
     if (!stdin_path.empty())

@@ -127,8 +127,10 @@ struct files_client {
     size_t offset = 0;
     do {
       auto n = std::min(data.size() - offset, static_cast<size_t>(call_bytes));
-      auto d = call("box_write_file", "\"path\":" + json::quote(path) + ",\"offset\":" + std::to_string(offset)
-                                        + ",\"truncate\":" + (offset == 0 ? "true" : "false")
+      // The first call writes a whole new file (through a temporary name and a rename,
+      // so a link planted at the name is replaced, never followed); the rest append.
+      auto where = offset == 0 ? std::string{} : ",\"offset\":" + std::to_string(offset);
+      auto d = call("box_write_file", "\"path\":" + json::quote(path) + where
                                         + ",\"mode\":384,\"encoding\":\"base64\",\"content\":"
                                         + json::quote(base64_encode(data.substr(offset, n))));
       std::string_view p;
@@ -345,8 +347,18 @@ std::string put_file(net::rpc_client& client, const std::string& context, const 
                      const std::string& path, std::string_view data) {
   files_client fc{client, context};
   fc.session = session;
+  auto upload = [&] {
+    try {
+      return fc.upload_bytes(path, data);
+    } catch (const std::runtime_error& e) {
+      // Nothing half-written stays behind (a failure past the first call).
+      if (std::string_view{e.what()}.rfind("BoxSessionNotFoundError", 0) != 0)
+        remove_file(client, context, session, path);
+      throw;
+    }
+  };
   try {
-    return fc.upload_bytes(path, data);
+    return upload();
   } catch (const std::runtime_error& e) {
     if (std::string_view{e.what()}.rfind("BoxSessionNotFoundError", 0) != 0)
       throw;
@@ -355,7 +367,7 @@ std::string put_file(net::rpc_client& client, const std::string& context, const 
   auto r = client.call("box_create_session", "{\"session_id\":" + json::quote(session) + "}", context);
   if (r.code != 0)
     throw std::runtime_error(r.message);
-  return fc.upload_bytes(path, data);
+  return upload();
 }
 
 void remove_file(net::rpc_client& client, const std::string& context, const std::string& session,

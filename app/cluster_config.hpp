@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "messages/error.hpp"
+#include <boxrt/messages/error.hpp>
 
 namespace simdjson::dom {
 class element;

@@ -10,9 +10,9 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/actors.hpp"
-#include "app/cluster_config.hpp"
-#include "messages/models.hpp"
+#include <boxrt/actors/actors.hpp>
+#include <boxrt/app/cluster_config.hpp>
+#include <boxrt/messages/models.hpp>
 
 namespace boxrt {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "messages/error.hpp"
+#include <boxrt/messages/error.hpp>
 
 namespace boxrt {
 

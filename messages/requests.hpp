@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "messages/error.hpp"
-#include "messages/models.hpp"
+#include <boxrt/messages/error.hpp>
+#include <boxrt/messages/models.hpp>
 
 namespace boxrt {
 

@@ -6,9 +6,9 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
 
-#include "messages/files.hpp"
-#include "messages/models.hpp"
-#include "messages/requests.hpp"
+#include <boxrt/messages/files.hpp>
+#include <boxrt/messages/models.hpp>
+#include <boxrt/messages/requests.hpp>
 
 /// CAF's `inspect` for a message type: every member in declaration order. The
 /// structured binding must name all of them, so a member added to a type and not here

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 
@@ -99,6 +100,13 @@ audit_log::~audit_log() {
 void audit_log::append(std::string line, std::function<void(bool)> written) {
   {
     std::lock_guard lock{mtx_};
+    if (!written) {
+      if (unwaited_ >= max_unwaited) {
+        ++dropped_;
+        return;
+      }
+      ++unwaited_;
+    }
     queue_.emplace_back(std::move(line), std::move(written));
   }
   cv_.notify_one();
@@ -116,7 +124,15 @@ void audit_log::run() {
     if (queue_.empty())
       return;  // stopping, and every line written
     auto batch = std::exchange(queue_, {});
+    const auto dropped = std::exchange(dropped_, 0);
+    unwaited_ = 0;
     lock.unlock();
+    if (dropped > 0) {
+      auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count();
+      write_line("{\"time\":\"" + iso_us(now) + "\",\"dropped\":" + std::to_string(dropped) + "}");
+      spdlog::warn("audit: {} line(s) of refusals dropped while the log fell behind", dropped);
+    }
     for (auto& [line, written] : batch) {
       bool ok = write_line(line);
       if (written)
@@ -157,8 +173,10 @@ void audit_log::rotate() {
     ::unlink(opts_.path.c_str());
   int fd = ::open(opts_.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
+    // Keeps writing to the renamed file, and rotates no more until it is full again.
     spdlog::error("audit: cannot open {} after rotating it: {}", opts_.path, std::strerror(errno));
-    return;  // keeps writing to the renamed file
+    size_ = 0;
+    return;
   }
   ::close(fd_);
   fd_ = fd;

@@ -56,8 +56,13 @@ class audit_log {
   bool commands() const { return opts_.commands; }
 
   /// Writes `line` and a newline on the log's thread, then calls `written` there (with
-  /// false when the write failed: the failure is logged, the reply still goes).
+  /// false when the write failed: the failure is logged, the reply still goes). A line
+  /// no reply waits for (`written` empty) is dropped while max_unwaited lines wait
+  /// already; the next line written says how many were (`{"dropped": N}`). Lines a reply
+  /// waits for are bounded by the connections' in-flight caps.
   void append(std::string line, std::function<void(bool)> written);
+
+  static constexpr size_t max_unwaited = 65536;
 
   /// Lines written and failed since start (tests, metrics).
   uint64_t written() const;
@@ -72,6 +77,8 @@ class audit_log {
   int fd_ = -1;
   uint64_t size_ = 0;
   uint64_t written_ = 0;
+  size_t unwaited_ = 0;
+  uint64_t dropped_ = 0;
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<std::pair<std::string, std::function<void(bool)>>> queue_;

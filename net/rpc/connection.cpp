@@ -54,18 +54,35 @@ audit_record audit_fields(const envelope& req, bool commands, const std::string&
   audit_record r;
   r.action = std::string{req.action};
   r.peer = peer;
-  auto text = [&](const char* key) -> std::string {
-    std::string_view v;
-    if (req.data.is_object() && req.data[key].get_string().get(v) == simdjson::SUCCESS)
-      return std::string{v};
-    return {};
+  // A refused envelope may have no data to read. A key sent twice counts as the decoders
+  // count it: the last one.
+  dom::object fields;
+  const bool readable = req.refusal.empty() && req.data.get_object().get(fields) == simdjson::SUCCESS;
+  auto text = [&](std::string_view key) -> std::string {
+    if (!readable)
+      return {};
+    std::string_view v, last;
+    bool found = false;
+    for (auto field : fields)
+      if (field.key == key && field.value.get_string().get(v) == simdjson::SUCCESS) {
+        last = v;
+        found = true;
+      } else if (field.key == key) {
+        found = false;
+      }
+    return found ? std::string{last} : std::string{};
   };
-  if (req.context) {
-    r.instance = req.context->instance_uuid;
-    r.workspace = req.context->workspace_uuid;
-  } else {
+  // The admission pushes act on the workspace their data names (any context is
+  // dropped); every other action on its context's.
+  const bool names_workspace = req.action == "box_upsert_sandbox_admission_grant"
+                               || req.action == "box_revoke_sandbox_admission_grant"
+                               || req.action == "box_put_workspace_entitlement";
+  if (names_workspace) {
     r.instance = text("instance_uuid");
     r.workspace = text("workspace_uuid");
+  } else if (req.context) {
+    r.instance = req.context->instance_uuid;
+    r.workspace = req.context->workspace_uuid;
   }
   r.session = text("session_id");
   if (commands && (req.action == "box_exec" || req.action == "box_exec_stream"))
@@ -222,7 +239,7 @@ void ignore(connection_ptr self, std::string_view why) {
 void report_inflight(connection_ptr self) {
   auto& st = self->state;
   if (st.args.out)
-    st.args.out->in_flight(st.inflight.size());
+    st.args.out->in_flight(st.inflight.size() + st.audit_waits.size());
 }
 
 /// The series of a request's action. The envelope names only actions of the table; a
@@ -273,7 +290,7 @@ void flush_stream(connection_ptr self, uint64_t token) {
   auto& x = i->second;
   while (!x.waiting.empty()) {
     if (x.flow && !x.final && x.sent - x.acked >= stream_window)
-      return;
+      break;  // the window is full (a cancelled read still ends below)
     auto data = std::move(x.waiting.front());
     x.waiting.pop_front();
     if (data.empty()) {
@@ -434,15 +451,24 @@ void finish(connection_ptr self, uint64_t token, reply r) {
     rec.error_class = std::string{result_label(r.error)};
   rec.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - i->second.arrived).count();
   if (!r.error && (rec.action == "box_exec" || rec.action == "box_exec_stream")) {
-    dom::parser p;
-    dom::element d;
-    int64_t code = 0;
-    if (p.parse(r.data_json).get(d) == simdjson::SUCCESS && d["exit_code"].get_int64().get(code) == simdjson::SUCCESS)
-      rec.exit_code = code;
+    // The reply's own key: inside a string a quote is always escaped, so this exact
+    // text is a key, and an exec's reply has exit_code at its top level only.
+    constexpr std::string_view key = "\"exit_code\":";
+    if (auto at = r.data_json.find(key); at != std::string::npos) {
+      int64_t code = 0;
+      const char* from = r.data_json.data() + at + key.size();
+      if (std::from_chars(from, r.data_json.data() + r.data_json.size(), code).ec == std::errc{})
+        rec.exit_code = code;
+    }
   }
+  // A stream that failed stops its command now, not once the line is written.
+  if (r.error)
+    if (auto s = st.streams.find(token); s != st.streams.end() && s->second.session)
+      self->send(s->second.session, cancel_atom_v, token);
   auto line = audit_line(rec, wall_us());
   st.audit_waits.emplace(token, std::pair{std::move(i->second), std::move(r)});
   st.inflight.erase(i);
+  report_inflight(self);
   st.args.audit->append(std::move(line), [actor = caf::actor_cast<caf::actor>(self), token](bool) {
     caf::anon_send(actor, audited_atom_v, token);
   });

@@ -599,7 +599,8 @@ void read_next(std::shared_ptr<read_loop> L) {
       L->consumed = r.length;
     } else {
       std::string_view raw{r.data};
-      if (!r.eof && more_after)
+      // (A frame smaller than one character sends it cut, rather than nothing.)
+      if (!r.eof && more_after && whole_utf8_prefix(raw) > 0)
         raw = raw.substr(0, whole_utf8_prefix(raw));
       L->consumed = static_cast<int64_t>(raw.size());
       text = json::sanitize_utf8(raw);
@@ -648,7 +649,8 @@ void do_read_file(connection_env& env, const element& data, const action_context
   L->action = env.action;
   L->encoding = req->op.encoding;
   L->start = L->next = std::max<int64_t>(req->op.offset, 0);
-  L->end = req->op.length < 0 ? -1 : L->start + req->op.length;
+  // (Saturated: a length near INT64_MAX means "to the end" too.)
+  L->end = req->op.length < 0 || req->op.length > INT64_MAX - L->start ? -1 : L->start + req->op.length;
   // One frame's raw bytes: its encoded JSON stays within the stream's frame size.
   const int64_t frame_room = env.stream.max_chunk_bytes * 6;
   L->chunk = std::max<int64_t>(

@@ -121,6 +121,31 @@ BOOST_AUTO_TEST_CASE(a_known_workload_leaves_exactly_its_lines) {
   BOOST_CHECK_EQUAL(revocations, 1u);
 }
 
+BOOST_AUTO_TEST_CASE(hostile_envelopes_are_logged_as_the_decoders_read_them) {
+  boxd_process boxd{wire::standard_box, R"(, "control_token": ")" + wire::token
+                                          + R"(", "audit_log": "audit.log", "audit_commands": true)"};
+  const auto file = boxd.dir() / "audit.log";
+  auto c = wire::connect(boxd);
+  // A known action with a context that is not an object: refused, boxd unharmed.
+  c.send_text(R"({"seq_id":1,"action":"box_exec","data":{"session_id":"s","cmd":"true"},"context":"x"})");
+  auto refused = c.read_text();
+  BOOST_CHECK_MESSAGE(refused.find(R"("code":0)") == std::string::npos, refused);
+  // A command sent twice runs as its last copy, and is logged so.
+  c.send_text(R"({"seq_id":2,"action":"box_exec","data":{"session_id":"s","cmd":"echo first","cmd":"echo last"},)"
+              R"("context":{"instance_uuid":"instance-a","workspace_uuid":"ws-d","placement_generation":1}})");
+  auto ran = c.read_text();
+  BOOST_CHECK_MESSAGE(ran.find(R"("stdout":"last")") != std::string::npos, ran);
+  BOOST_REQUIRE_EQUAL(c.call("box_health", "{}").code, 0);
+  auto lines = lines_of(file);
+  BOOST_REQUIRE_EQUAL(lines.size(), 3u);
+  auto first = parse_line(lines[0]);
+  BOOST_CHECK_EQUAL(first.action, "box_exec");
+  BOOST_CHECK_EQUAL(first.decision, "refused");
+  auto second = parse_line(lines[1]);
+  BOOST_CHECK_EQUAL(second.command, "echo last");
+  BOOST_CHECK_EQUAL(second.decision, "allowed");
+}
+
 BOOST_AUTO_TEST_CASE(commands_are_left_out_unless_asked_and_files_rotate_by_size) {
   boxd_process boxd{wire::standard_box, R"(, "control_token": ")" + wire::token
                                           + R"(", "audit_log": "audit.log", "audit_max_bytes": 4096, "audit_files": 3)"};

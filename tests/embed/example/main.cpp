@@ -14,7 +14,8 @@
 
 #include <caf/all.hpp>
 
-#include "app/runtime.hpp"
+#include <boxrt/app/runtime.hpp>
+#include <boxrt/version.hpp>
 
 using namespace std::chrono_literals;
 
@@ -90,6 +91,7 @@ boxrt::cluster_config cluster_from_env() {
 int main(int argc, char** argv) {
   if (argc < 2)
     return failed("usage: embed_example DATA_DIR [BACKEND]");
+  std::cout << "embedding boxrt " << BOXRT_VERSION << " (" << BOXRT_GIT_DESCRIBE << ")\n";
   boxrt::runtime_config rc;
   rc.cluster = cluster_from_env();
   caf::actor_system_config cfg;
