@@ -7,7 +7,7 @@ CONFIG ?=
 # folder, never the checkout's top level; DATA=DIR moves it.
 DATA ?= $(BUILD)/data
 
-.PHONY: all bootstrap configure build run test bench clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
+.PHONY: all bootstrap configure build run test bench deb clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
 
 all: build
 
@@ -31,6 +31,10 @@ run: build
 test: build
 	scripts/run-tests $(BUILD)
 	$(MAKE) --no-print-directory fuzz-smoke
+
+# The Debian package (app/cmake/package.cmake): $(BUILD)/package/boxrt_<version>_amd64.deb.
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 bench: build
 	scripts/run-benchmarks $(BUILD)

@@ -19,6 +19,8 @@
 
 #include "actors/caf_support.hpp"
 #include "actors/directory.hpp"
+#include <systemd/sd-daemon.h>
+
 #include "app/boxd_config.hpp"
 #include "messages/base/version.hpp"
 #include "app/runtime_parts.hpp"
@@ -240,6 +242,13 @@ int main(int argc, char** argv) {
                    uploads.string());
     }
     std::cout << "boxd listening on ws://" << host << ":" << port << std::endl;
+    // Under systemd (Type=notify): ready now. NOTIFY_SOCKET is unset on the way, so no
+    // process boxd starts later (a sandbox) inherits it.
+    if (::getenv("NOTIFY_SOCKET") != nullptr) {
+      auto status = "READY=1\nSTATUS=listening on ws://" + host + ":" + std::to_string(port);
+      if (int rc = sd_notify(1, status.c_str()); rc < 0)
+        spdlog::warn("boxd: sd_notify failed: {}", std::strerror(-rc));
+    }
     int sig = 0;
     while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
       spdlog::info("boxd: SIGHUP received, reloading the entitlements file");
