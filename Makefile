@@ -7,7 +7,7 @@ CONFIG ?=
 # folder, never the checkout's top level; DATA=DIR moves it.
 DATA ?= $(BUILD)/data
 
-.PHONY: all bootstrap configure build run test bench deb clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
+.PHONY: all bootstrap configure build run test bench deb package-test clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
 
 all: build
 
@@ -35,6 +35,11 @@ test: build
 # The Debian package (app/cmake/package.cmake): $(BUILD)/package/boxrt_<version>_amd64.deb.
 deb: build
 	cd $(BUILD) && cpack -G DEB
+
+# The package installed, run and purged in a debootstrap chroot (root, network; not part
+# of make test): scripts/package-test.
+package-test: deb
+	scripts/package-test $(BUILD)
 
 bench: build
 	scripts/run-benchmarks $(BUILD)
