@@ -7,7 +7,7 @@ CONFIG ?=
 # folder, never the checkout's top level; DATA=DIR moves it.
 DATA ?= $(BUILD)/data
 
-.PHONY: all bootstrap configure build run test bench deb package-test clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
+.PHONY: all bootstrap configure build run test bench deb package-test image clean test-asan test-tsan fuzz fuzz-build fuzz-smoke soak
 
 all: build
 
@@ -40,6 +40,11 @@ deb: build
 # of make test): scripts/package-test.
 package-test: deb
 	scripts/package-test $(BUILD)
+
+# boxd's container image, built with podman from a debootstrap base and smoke-tested
+# (root, network; not part of make test): scripts/make-image.
+image: deb
+	scripts/make-image $(BUILD)
 
 bench: build
 	scripts/run-benchmarks $(BUILD)
