@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 
@@ -51,8 +52,8 @@ struct files_client {
     return d;
   }
 
-  /// Reads the sandbox file `path` into `out` (an open descriptor).
-  void download(const std::string& path, int out) {
+  /// Reads the sandbox file `path` in ranged calls, handing each piece to `sink`.
+  void download(const std::string& path, const std::function<void(std::string_view)>& sink) {
     int64_t offset = 0;
     while (true) {
       auto d = call("box_read_file", "\"path\":" + json::quote(path) + ",\"offset\":" + std::to_string(offset)
@@ -64,12 +65,7 @@ struct files_client {
       auto raw = base64_decode(text);
       if (!raw)
         throw std::runtime_error("boxctl: unreadable content from box_read_file");
-      for (size_t done = 0; done < raw->size();) {
-        auto n = ::write(out, raw->data() + done, raw->size() - done);
-        if (n < 0)
-          throw std::runtime_error(std::string{"boxctl: write: "} + std::strerror(errno));
-        done += static_cast<size_t>(n);
-      }
+      sink(*raw);
       offset += static_cast<int64_t>(raw->size());
       bytes += static_cast<int64_t>(raw->size());
       if (eof || raw->empty()) {
@@ -77,6 +73,18 @@ struct files_client {
         return;
       }
     }
+  }
+
+  /// Reads the sandbox file `path` into `out` (an open descriptor).
+  void download(const std::string& path, int out) {
+    download(path, [out](std::string_view raw) {
+      for (size_t done = 0; done < raw.size();) {
+        auto n = ::write(out, raw.data() + done, raw.size() - done);
+        if (n < 0)
+          throw std::runtime_error(std::string{"boxctl: write: "} + std::strerror(errno));
+        done += static_cast<size_t>(n);
+      }
+    });
   }
 
   /// Writes the local file `local` to the sandbox path `path`: under a temporary name,
@@ -265,23 +273,7 @@ int files_command(net::rpc_client& client, const std::string& context, const std
       if (flags.json) {
         // The bytes as base64 in one object (a file of any content survives JSON).
         std::string content;
-        int64_t offset = 0;
-        while (true) {
-          auto r = fc.call("box_read_file", "\"path\":" + json::quote(strip(args[0])) + ",\"offset\":"
-                                              + std::to_string(offset) + ",\"length\":" + std::to_string(call_bytes)
-                                              + ",\"encoding\":\"base64\"");
-          std::string_view text;
-          bool eof = true;
-          if (r["content"].get_string().get(text) || r["eof"].get_bool().get(eof))
-            throw std::runtime_error("boxctl: unreadable reply to box_read_file");
-          auto raw = base64_decode(text);
-          if (!raw)
-            throw std::runtime_error("boxctl: unreadable content from box_read_file");
-          content += *raw;
-          offset += static_cast<int64_t>(raw->size());
-          if (eof || raw->empty())
-            break;
-        }
+        fc.download(strip(args[0]), [&content](std::string_view raw) { content += raw; });
         std::cout << "{\"path\":" << json::quote(strip(args[0])) << ",\"encoding\":\"base64\",\"content\":"
                   << json::quote(base64_encode(content)) << "}\n";
         return 0;

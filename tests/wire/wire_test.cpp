@@ -754,18 +754,21 @@ BOOST_AUTO_TEST_SUITE(wire_boxctl)
 
 namespace {
 
-/// Runs build/boxctl with `args`; returns {exit code, stdout + stderr}.
-std::pair<int, std::string> boxctl(const std::string& args) {
-  auto bin = (std::filesystem::path{boxd_path()}.parent_path() / "boxctl").string();
-  auto cmd = bin + " " + args + " 2>&1";
+/// Runs `line` with /bin/sh; returns {exit code, stdout + stderr}.
+std::pair<int, std::string> shell(const std::string& line) {
   std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
+  FILE* p = ::popen((line + " 2>&1").c_str(), "r");
   char buf[4096];
   size_t n = 0;
   while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
     out.append(buf, n);
   int st = ::pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+/// Runs build/boxctl with `args`.
+std::pair<int, std::string> boxctl(const std::string& args) {
+  return shell((std::filesystem::path{boxd_path()}.parent_path() / "boxctl").string() + " " + args);
 }
 
 } // namespace
@@ -794,15 +797,8 @@ BOOST_AUTO_TEST_CASE(boxctl_parses_options_anywhere_before_the_double_dash) {
   boxd_process boxd{R"({"backend": "process", "local": {"host_root": "box"}})", token_config};
   auto bin = (std::filesystem::path{boxd_path()}.parent_path() / "boxctl").string();
   auto sh = [&](const std::string& line) {
-    std::string out;
-    FILE* p = ::popen(("BOXCTL_URL=" + boxd.url() + " LANGBOT_BOX_CONTROL_TOKEN=" + token
-                       + " BOXCTL_INSTANCE=instance-a BOXCTL=" + bin + " sh -c '" + line + "' 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
-      out.append(buf, n);
-    int st = ::pclose(p);
-    return std::pair{WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+    return shell("BOXCTL_URL=" + boxd.url() + " LANGBOT_BOX_CONTROL_TOKEN=" + token
+                 + " BOXCTL_INSTANCE=instance-a BOXCTL=" + bin + " sh -c '" + line + "'");
   };
   // Options before the command, after it, and --name=value, all the same.
   auto [rc, out] = sh("$BOXCTL exec --timeout 5 --no-stream -- echo one");
@@ -977,16 +973,7 @@ BOOST_AUTO_TEST_CASE(boxctl_exec_keeps_each_argument_whole) {
   // The instance comes from BOXCTL_INSTANCE when --instance is not given.
   auto base = "BOXCTL_INSTANCE=instance-a " + std::filesystem::path{boxd_path()}.parent_path().string()
               + "/boxctl --url " + boxd.url() + " --token " + token + " --workspace w ";
-  auto run = [&](const std::string& args) {
-    std::string out;
-    FILE* p = ::popen((base + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
-      out.append(buf, n);
-    int st = ::pclose(p);
-    return std::pair{WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-  };
+  auto run = [&](const std::string& args) { return shell(base + args); };
   auto [rc, out] = run(R"(exec -- python3 -c 'print(1)')");
   BOOST_CHECK_EQUAL(rc, 0);
   BOOST_CHECK_EQUAL(out, "1\n");

@@ -287,6 +287,19 @@ class RawCaller:
             if m.get("seq_id") == seq:
                 return m
 
+    async def rest_after_cancel(self, cancel: int) -> list[dict]:
+        """A stream's messages up to its end frame, after `__cancel_action` (sequence
+        `cancel`, whose own answer is checked and left out)."""
+        rest = []
+        while True:
+            m = await self.recv()
+            if m["seq_id"] == cancel:
+                assert m["data"] == {"cancelled": True}
+                continue
+            rest.append(m)
+            if m.get("chunk_status") == "end":
+                return rest
+
 
 async def test_a_flood_to_a_consumer_that_never_acknowledges(boxd):
     """64 MiB of output to a caller that asked for flow control and never acknowledges:
@@ -315,15 +328,7 @@ async def test_a_flood_to_a_consumer_that_never_acknowledges(boxd):
         other = await c.send("__stream_ack", {"seq_id": seq, "index": 1}, ctx_json("stream-other"))
         assert (await c.until(other))["data"] == {"accepted": False}
         cancel = await c.send("__cancel_action", {"seq_id": seq}, ctx_json("stream-flood"))
-        rest = []
-        while True:
-            m = await c.recv()
-            if m["seq_id"] == cancel:
-                assert m["data"] == {"cancelled": True}
-                continue
-            rest.append(m)
-            if m.get("chunk_status") == "end":
-                break
+        rest = await c.rest_after_cancel(cancel)
         assert rest[-2]["data"]["stream"] == "result" and rest[-2]["data"]["ended"] == "cancel"
         assert rest[-1]["data"] == {}
     await wait_for(lambda: not pids_with(marker), 5, "the cancelled command is gone")

@@ -221,15 +221,7 @@ async def test_a_streamed_read_to_a_caller_that_never_acknowledges(boxd, handler
         assert all(len(json.dumps(f)) <= sdk_handler.MAX_STREAM_FRAME_BYTES for f in frames)
         assert rss_kib(boxd.proc.pid) - rss_before < 16 * 1024
         cancel = await c.send("__cancel_action", {"seq_id": seq}, ctx_json("sflood"))
-        rest = []
-        while True:
-            m = await c.recv()
-            if m["seq_id"] == cancel:
-                assert m["data"] == {"cancelled": True}
-                continue
-            rest.append(m)
-            if m.get("chunk_status") == "end":
-                break
+        rest = await c.rest_after_cancel(cancel)
         # Nothing was read past the window: the result comes next.
         assert len(rest) == 2
         result = rest[0]["data"]
