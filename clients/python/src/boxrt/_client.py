@@ -1,0 +1,451 @@
+"""The asyncio client: one WebSocket to boxd's /rpc/ws, requests by seq_id, streams
+with the SDK's flow control (a window of 8 frames, acknowledged every 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import websockets
+
+from .errors import BoxError, ConnectionLost, error_from_message
+
+__all__ = ["connect", "Client", "Workspace", "Files", "Sessions", "ExecResult", "OutputChunk", "ExecStream",
+           "FileEntry"]
+
+STREAM_WINDOW = 8
+CALL_BYTES = 1 << 20
+TOKEN_HEADER = "X-LangBot-Box-Control-Token"
+INSTANCE_HEADER = "X-LangBot-Instance-Id"
+
+
+@dataclass
+class ExecResult:
+    """A command's outcome (box_exec)."""
+
+    session_id: str
+    status: str
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_ms: int
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass
+class OutputChunk:
+    """A piece of a streamed command's output: ``stream`` is "stdout" or "stderr",
+    ``offset`` the raw bytes of that stream before it."""
+
+    stream: str
+    data: str
+    offset: int
+
+
+@dataclass
+class FileEntry:
+    """One entry of a listing or a stat."""
+
+    path: str
+    name: str
+    type: str
+    size: int
+    mode: int
+    mtime: float
+    target: str | None = None
+
+
+class _Stream:
+    """The frames of one streamed request, in order, with flow control."""
+
+    def __init__(self, conn: "_Connection", seq: int, context: dict | None):
+        self.conn = conn
+        self.seq = seq
+        self.context = context
+        self.queue: asyncio.Queue[dict | BaseException] = asyncio.Queue()
+        self.consumed = 0
+        self.done = False
+
+    async def frames(self, timeout: float) -> AsyncIterator[dict]:
+        try:
+            while True:
+                m = await asyncio.wait_for(self.queue.get(), timeout)
+                if isinstance(m, BaseException):
+                    raise m
+                if m.get("code", 0) != 0:
+                    self.done = True
+                    raise error_from_message(m.get("message", ""))
+                if m.get("chunk_status") == "end":
+                    self.done = True
+                    return
+                index = m.get("stream_index")
+                if index is not None:
+                    self.consumed = index
+                data = m.get("data") or {}
+                if data.get("stream") != "keepalive":
+                    yield data
+                if index is not None and self.consumed % (STREAM_WINDOW // 2) == 0:
+                    await self.conn.call("__stream_ack", {"seq_id": self.seq, "index": self.consumed},
+                                         self.context)
+        finally:
+            self.conn.streams.pop(self.seq, None)
+            if not self.done and not self.conn.closed:
+                try:
+                    await self.conn.call("__cancel_action", {"seq_id": self.seq}, self.context)
+                except BoxError:
+                    pass
+
+
+class _Connection:
+    def __init__(self, ws: Any):
+        self.ws = ws
+        self.seq = 0
+        self.pending: dict[int, asyncio.Future] = {}
+        self.streams: dict[int, _Stream] = {}
+        self.closed = False
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        error: BaseException = ConnectionLost("boxrt: the connection to boxd closed")
+        try:
+            async for text in self.ws:
+                try:
+                    m = json.loads(text)
+                except ValueError:
+                    continue
+                seq = m.get("seq_id")
+                if seq in self.streams:
+                    self.streams[seq].queue.put_nowait(m)
+                elif seq in self.pending:
+                    fut = self.pending.pop(seq)
+                    if not fut.done():
+                        fut.set_result(m)
+        except Exception as e:  # the socket failed
+            error = ConnectionLost(f"boxrt: the connection to boxd was lost ({e}); "
+                                   "a call in flight may or may not have run")
+        finally:
+            self.closed = True
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(error)
+            self.pending.clear()
+            for s in list(self.streams.values()):
+                s.queue.put_nowait(error)
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    async def _send(self, seq: int, action: str, data: dict, context: dict | None, flow: bool) -> None:
+        if self.closed:
+            raise ConnectionLost("boxrt: the connection to boxd is closed")
+        msg: dict[str, Any] = {"seq_id": seq, "action": action, "data": data}
+        if context is not None:
+            msg["context"] = context
+        if flow:
+            msg["stream_flow_control"] = 1
+        await self.ws.send(json.dumps(msg))
+
+    async def call(self, action: str, data: dict, context: dict | None = None, timeout: float = 300) -> dict:
+        seq = self._next()
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[seq] = fut
+        try:
+            await self._send(seq, action, data, context, False)
+            m = await asyncio.wait_for(fut, timeout)
+        finally:
+            self.pending.pop(seq, None)
+        if m.get("code", 0) != 0:
+            raise error_from_message(m.get("message", ""))
+        return m.get("data") or {}
+
+    async def stream(self, action: str, data: dict, context: dict | None, timeout: float) -> AsyncIterator[dict]:
+        seq = self._next()
+        s = _Stream(self, seq, context)
+        self.streams[seq] = s
+        try:
+            await self._send(seq, action, data, context, True)
+        except BaseException:
+            self.streams.pop(seq, None)
+            raise
+        frames = s.frames(timeout)
+        try:
+            async for frame in frames:
+                yield frame
+        finally:
+            # A caller that leaves early cancels the stream (the inner generator's end).
+            await frames.aclose()
+
+    async def close(self) -> None:
+        self.closed = True
+        await self.ws.close()
+        await self.reader
+
+
+class ExecStream:
+    """``async for chunk in ws.exec_stream(cmd)``: the output as it comes, then
+    ``stream.result`` holds the last frame (``exit_code``, ``status``, ``ended``, ...).
+    Leaving the loop early cancels the command."""
+
+    def __init__(self, frames: AsyncIterator[dict]):
+        self._frames = frames
+        self.result: dict[str, Any] | None = None
+
+    def __aiter__(self) -> "ExecStream":
+        return self
+
+    async def __anext__(self) -> OutputChunk:
+        while True:
+            frame = await self._frames.__anext__()
+            if frame.get("stream") == "result":
+                self.result = frame
+                continue
+            return OutputChunk(frame["stream"], frame.get("data", ""), frame.get("offset", 0))
+
+    async def aclose(self) -> None:
+        await self._frames.aclose()
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.result is None else self.result.get("exit_code")
+
+
+def _entry(e: dict) -> FileEntry:
+    return FileEntry(path=e.get("path", ""), name=e.get("name", e.get("path", "")), type=e.get("type", ""),
+                     size=e.get("size", 0), mode=e.get("mode", 0), mtime=e.get("mtime", 0), target=e.get("target"))
+
+
+class Files:
+    """A session's workspace (docs/files.md). Paths are absolute inside the sandbox (under
+    its mount path, ``/workspace``) or relative to it. Large files move in calls of at
+    most 1 MiB; reads stream on the wire's frames."""
+
+    def __init__(self, ws: "Workspace", session: str):
+        self._ws = ws
+        self._session = session
+
+    def _data(self, path: str, **more: Any) -> dict:
+        return {"session_id": self._session, "path": path, **more}
+
+    async def _ensure_session(self) -> None:
+        await self._ws.sessions.create(self._session, exist_ok=True)
+
+    async def read(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        """The file's bytes (from ``offset``, ``length`` of them or to its end)."""
+        data = self._data(path, offset=offset, encoding="base64")
+        if length is not None:
+            data["length"] = length
+        out = bytearray()
+        async for frame in self._ws._client._conn.stream("box_read_file", data, self._ws.context, self._ws._client.timeout):
+            if frame.get("stream") == "data":
+                out += base64.b64decode(frame["data"])
+        return bytes(out)
+
+    async def read_text(self, path: str) -> str:
+        return (await self.read(path)).decode("utf-8", errors="replace")
+
+    async def write(self, path: str, data: bytes | str, mode: int | None = None, make_parents: bool = True) -> int:
+        """Writes the whole file: under a temporary name in calls of at most 1 MiB, then
+        moved over ``path`` (a failure leaves no partial file under its name)."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        part = f"{path}.boxrt-part-{os.getpid()}-{os.urandom(6).hex()}"
+        try:
+            offset = 0
+            while True:
+                piece = raw[offset:offset + CALL_BYTES]
+                fields: dict[str, Any] = {"content": base64.b64encode(piece).decode(), "encoding": "base64",
+                                          "make_parents": make_parents}
+                if offset:
+                    fields["offset"] = offset
+                if mode is not None:
+                    fields["mode"] = mode
+                await self._ws._call("box_write_file", self._data(part, **fields))
+                offset += len(piece)
+                if offset >= len(raw):
+                    break
+            await self._ws._call("box_move_file", self._data(part, to=path, overwrite=True))
+        except BaseException:
+            try:
+                await self._ws._call("box_remove_file", self._data(part))
+            except BoxError:
+                pass
+            raise
+        return len(raw)
+
+    async def list(self, path: str = ".", depth: int = 1) -> list[FileEntry]:
+        r = await self._ws._call("box_list_files", self._data(path, depth=depth))
+        return [_entry(e) for e in r.get("entries", [])]
+
+    async def stat(self, path: str) -> FileEntry:
+        r = await self._ws._call("box_stat_file", self._data(path))
+        return _entry({"name": os.path.basename(r.get("path", path)), **r})
+
+    async def remove(self, path: str, recursive: bool = False) -> None:
+        await self._ws._call("box_remove_file", self._data(path, recursive=recursive))
+
+    async def mkdir(self, path: str, parents: bool = True) -> None:
+        await self._ws._call("box_make_dir", self._data(path, make_parents=parents))
+
+    async def move(self, path: str, to: str, overwrite: bool = False) -> None:
+        await self._ws._call("box_move_file", self._data(path, to=to, overwrite=overwrite))
+
+    async def upload(self, local: str | os.PathLike, remote: str) -> int:
+        with open(local, "rb") as f:
+            return await self.write(remote, f.read())
+
+    async def download(self, remote: str, local: str | os.PathLike) -> int:
+        data = await self.read(remote)
+        tmp = f"{os.fspath(local)}.boxrt-part"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, local)
+        return len(data)
+
+
+class Sessions:
+    """The workspace's sessions (box_create_session, box_get_session, ...)."""
+
+    def __init__(self, ws: "Workspace"):
+        self._ws = ws
+
+    async def create(self, session_id: str, exist_ok: bool = False, **spec: Any) -> dict:
+        try:
+            return await self._ws._call("box_create_session", {"session_id": session_id, **spec})
+        except BoxError as e:
+            if exist_ok and "already exists" in str(e):
+                return await self.get(session_id)
+            raise
+
+    async def get(self, session_id: str) -> dict:
+        return await self._ws._call("box_get_session", {"session_id": session_id})
+
+    async def list(self) -> list[dict]:
+        return (await self._ws._call("box_get_sessions", {})).get("sessions", [])
+
+    async def delete(self, session_id: str) -> None:
+        await self._ws._call("box_delete_session", {"session_id": session_id})
+
+
+class Workspace:
+    """One tenant workspace: its actions carry its context (instance, workspace,
+    placement generation)."""
+
+    def __init__(self, client: "Client", workspace_id: str, generation: int = 1, session: str = "default"):
+        self._client = client
+        self.workspace_id = workspace_id
+        self.generation = generation
+        self.session = session
+        self.sessions = Sessions(self)
+        self.files = Files(self, session)
+
+    @property
+    def context(self) -> dict:
+        return {"instance_uuid": self._client.instance, "workspace_uuid": self.workspace_id,
+                "placement_generation": self.generation}
+
+    async def _call(self, action: str, data: dict) -> dict:
+        return await self._client._conn.call(action, data, self.context, self._client.timeout)
+
+    def in_session(self, session: str) -> "Workspace":
+        """The same workspace, its commands and files in ``session``."""
+        return Workspace(self._client, self.workspace_id, self.generation, session)
+
+    async def exec(self, cmd: str, timeout: int | None = None, workdir: str | None = None,
+                   env: dict[str, str] | None = None, session: str | None = None) -> ExecResult:
+        """Runs ``cmd`` (a shell command line) and returns its outcome; a non-zero exit is
+        no exception."""
+        data: dict[str, Any] = {"session_id": session or self.session, "cmd": cmd}
+        if timeout is not None:
+            data["timeout_sec"] = timeout
+        if workdir is not None:
+            data["workdir"] = workdir
+        if env:
+            data["env"] = env
+        r = await self._call("box_exec", data)
+        return ExecResult(session_id=r.get("session_id", ""), status=r.get("status", ""),
+                          exit_code=r.get("exit_code"), stdout=r.get("stdout", ""), stderr=r.get("stderr", ""),
+                          duration_ms=r.get("duration_ms", 0), raw=r)
+
+    def exec_stream(self, cmd: str, timeout: int | None = None, workdir: str | None = None,
+                    session: str | None = None) -> ExecStream:
+        """Runs ``cmd`` with its output as it comes (box_exec_stream)."""
+        data: dict[str, Any] = {"session_id": session or self.session, "cmd": cmd}
+        if timeout is not None:
+            data["timeout_sec"] = timeout
+        if workdir is not None:
+            data["workdir"] = workdir
+        return ExecStream(self._client._conn.stream("box_exec_stream", data, self.context, self._client.timeout))
+
+    async def status(self) -> dict:
+        return await self._call("box_status", {})
+
+
+class Client:
+    """A connection to boxd as a host (its token and instance id)."""
+
+    def __init__(self, conn: _Connection, instance: str, timeout: float):
+        self._conn = conn
+        self.instance = instance
+        self.timeout = timeout
+
+    def workspace(self, workspace_id: str, generation: int = 1, session: str = "default") -> Workspace:
+        return Workspace(self, workspace_id, generation, session)
+
+    # Host-control (no workspace context).
+    async def health(self) -> dict:
+        return await self._conn.call("box_health", {}, None, self.timeout)
+
+    async def backend_info(self) -> dict:
+        return await self._conn.call("box_get_backend_info", {}, None, self.timeout)
+
+    async def put_entitlement(self, snapshot: dict) -> dict:
+        return await self._conn.call("box_put_workspace_entitlement", snapshot, None, self.timeout)
+
+    async def upsert_grant(self, grant: dict) -> dict:
+        return await self._conn.call("box_upsert_sandbox_admission_grant", grant, None, self.timeout)
+
+    async def revoke_grant(self, revocation: dict) -> dict:
+        return await self._conn.call("box_revoke_sandbox_admission_grant", revocation, None, self.timeout)
+
+    async def list_all_sessions(self, limit: int = 1000) -> dict:
+        return await self._conn.call("box_list_all_sessions", {"limit": limit}, None, self.timeout)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+async def connect(url: str = "ws://127.0.0.1:5410", token: str | None = None, instance: str = "boxrt-python",
+                  timeout: float = 300) -> Client:
+    """Opens a connection to boxd (``url`` without a path gets ``/rpc/ws``). ``token`` is
+    boxd's control token (default: ``LANGBOT_BOX_CONTROL_TOKEN``); ``instance`` the
+    instance id to present (boxd pins the first one that connects)."""
+    if token is None:
+        token = os.environ.get("LANGBOT_BOX_CONTROL_TOKEN") or None
+    if url.count("/") < 3:
+        url = url.rstrip("/") + "/rpc/ws"
+    headers = {INSTANCE_HEADER: instance}
+    if token:
+        headers[TOKEN_HEADER] = token
+    try:
+        ws = await websockets.connect(url, additional_headers=headers, max_size=None)
+    except websockets.exceptions.InvalidStatus as e:
+        code = e.response.status_code
+        if code == 401:
+            raise BoxError(f"boxd refused the connection (HTTP 401): a wrong control token, or an instance id "
+                           f"({instance}) other than the one boxd pinned") from e
+        raise BoxError(f"boxd refused the connection (HTTP {code})") from e
+    return Client(_Connection(ws), instance, timeout)
