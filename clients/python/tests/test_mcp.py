@@ -32,7 +32,8 @@ async def test_the_tools_over_stdio(boxd):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert set(tools) == {"run_command", "read_file", "write_file", "list_files"}
+            assert set(tools) == {"run_command", "read_file", "write_file", "list_files", "start_process",
+                                  "read_process_output", "send_process_input", "stop_process"}
             assert "command" in tools["run_command"].input_schema["properties"]
             assert tools["run_command"].description
 
@@ -61,3 +62,14 @@ async def test_the_tools_over_stdio(boxd):
             assert r.is_error
             assert text_of(r) == ("Error executing tool read_file: "
                                   "BoxValidationError: path /etc/passwd is outside the workspace /workspace")
+
+            r = await session.call_tool("start_process", {"command": "sh", "process_id": "up", "args": [
+                "-c", "echo ready; while read l; do echo \"$l\" | tr a-z A-Z; done"]})
+            assert not r.is_error, text_of(r)
+            assert text_of(await session.call_tool("read_process_output", {"process_id": "up", "wait_sec": 10})).strip() == "ready"
+            await session.call_tool("send_process_input", {"process_id": "up", "line": "shout"})
+            assert text_of(await session.call_tool("read_process_output", {"process_id": "up", "wait_sec": 10})).strip() == "SHOUT"
+            r = await session.call_tool("stop_process", {"process_id": "up"})
+            assert text_of(r) == "process up stopped"
+            r = await session.call_tool("read_process_output", {"process_id": "up"})
+            assert r.is_error

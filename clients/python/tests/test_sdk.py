@@ -221,3 +221,21 @@ async def test_a_dropped_connection_says_the_call_may_have_run():
             await ws.exec("true")
     finally:
         b.stop()
+
+
+async def test_a_managed_process_and_its_stdio(client):
+    ws = client.workspace("sdk-proc")
+    await ws.exec("true")
+    # A line echo server: each line in comes back upper-cased.
+    info = await ws.processes.start("sh", ["-c", "while read l; do echo \"$l\" | tr a-z A-Z; done"], process_id="up")
+    assert info["status"] == "running" and info["process_id"] == "up"
+    stdio = await ws.processes.attach("up")
+    await stdio.send("hello")
+    assert (await stdio.__anext__()).strip() == "HELLO"
+    await stdio.close()
+    assert (await ws.processes.get("up"))["status"] == "running"
+    await ws.processes.stop("up")
+    with pytest.raises(boxrt.BoxError):
+        await ws.processes.get("up")
+    with pytest.raises(boxrt.BoxError):
+        await ws.processes.attach("nope")

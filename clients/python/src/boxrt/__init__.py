@@ -9,11 +9,11 @@
 
 ``boxrt.sync.connect`` gives the same API without ``await``."""
 
-from ._client import (Client, ExecResult, ExecStream, FileEntry, Files, OutputChunk, Sessions, Workspace,
-                      connect)
+from ._client import (Client, ExecResult, ExecStream, FileEntry, Files, OutputChunk, Processes, ProcessStdio,
+                      Sessions, Workspace, connect)
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors
 
 __version__ = "0.9.0"
 __all__ = ["connect", "Client", "Workspace", "Files", "Sessions", "ExecResult", "ExecStream", "OutputChunk",
-           "FileEntry", *_errors]
+           "FileEntry", "Processes", "ProcessStdio", *_errors]

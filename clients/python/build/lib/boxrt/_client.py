@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -14,8 +16,8 @@ import websockets
 
 from .errors import BoxError, ConnectionLost, error_from_message
 
-__all__ = ["connect", "Client", "Workspace", "Files", "Sessions", "ExecResult", "OutputChunk", "ExecStream",
-           "FileEntry"]
+__all__ = ["connect", "Client", "Workspace", "Files", "Sessions", "Processes", "ProcessStdio", "ExecResult",
+           "OutputChunk", "ExecStream", "FileEntry"]
 
 STREAM_WINDOW = 8
 CALL_BYTES = 1 << 20
@@ -334,6 +336,97 @@ class Sessions:
         await self._ws._call("box_delete_session", {"session_id": session_id})
 
 
+def physical_session_id(instance: str, workspace: str, generation: int, logical: str) -> str:
+    """The session's id as the relay's path names it (protocol.md §4.1): the workspace's
+    namespace, its generation and the logical id made safe."""
+    ns = "ws-" + hashlib.sha256(f"{instance}\0{workspace}".encode()).hexdigest()[:24]
+    stripped = logical.strip().encode()
+    safe = re.sub(rb"[^A-Za-z0-9_.-]+", b"-", stripped).strip(b"-")
+    if not safe:
+        raise ValueError("Box session_id must contain a valid character")
+    suffix = safe.decode()
+    if safe != stripped:
+        suffix += "~" + hashlib.sha256(stripped).hexdigest()[:8]
+    return f"{ns}-g{generation}-{suffix}"
+
+
+class ProcessStdio:
+    """A managed process's stdio over the relay WebSocket: ``send`` writes one line to
+    its stdin; ``async for text in stdio`` reads its stdout as it comes (the relay ends
+    when the process exits). One relay holds a process at a time."""
+
+    def __init__(self, ws: Any):
+        self._ws = ws
+
+    async def send(self, line: str) -> None:
+        await self._ws.send(line)
+
+    def __aiter__(self) -> "ProcessStdio":
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            text = await self._ws.recv()
+        except websockets.exceptions.ConnectionClosed:
+            raise StopAsyncIteration
+        return text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the relay closed (``managed process exited``, ...), once it has."""
+        return self._ws.close_reason
+
+    async def close(self) -> None:
+        await self._ws.close()
+
+
+class Processes:
+    """The session's managed processes (standard mode only): long-running stdio servers,
+    such as MCP servers, started, read and stopped by ``process_id``."""
+
+    def __init__(self, ws: "Workspace", session: str):
+        self._ws = ws
+        self._session = session
+
+    async def start(self, command: str, args: list[str] | None = None, process_id: str = "default",
+                    env: dict[str, str] | None = None, cwd: str = "/workspace") -> dict:
+        """Starts the process (one of that ``process_id`` already running is replaced);
+        the session must exist."""
+        spec: dict[str, Any] = {"process_id": process_id, "command": command, "args": args or [], "cwd": cwd}
+        if env:
+            spec["env"] = env
+        return await self._ws._call("box_start_managed_process", {"session_id": self._session, "spec": spec})
+
+    async def get(self, process_id: str = "default") -> dict:
+        return await self._ws._call("box_get_managed_process", {"session_id": self._session, "process_id": process_id})
+
+    async def stop(self, process_id: str = "default") -> None:
+        await self._ws._call("box_stop_managed_process", {"session_id": self._session, "process_id": process_id})
+
+    async def attach(self, process_id: str = "default") -> ProcessStdio:
+        """The process's stdio over boxd's relay (waits while another relay holds it)."""
+        await self._ws.sessions.get(self._session)  # a clear error when the session is not there
+        physical = physical_session_id(self._ws._client.instance, self._ws.workspace_id, self._ws.generation,
+                                       self._session)
+        c = self._ws._client
+        base = c.url.split("/rpc/ws")[0]
+        headers = {INSTANCE_HEADER: c.instance, "X-LangBot-Workspace-Id": self._ws.workspace_id,
+                   "X-LangBot-Placement-Generation": str(self._ws.generation)}
+        if c.token:
+            headers[TOKEN_HEADER] = c.token
+        url = f"{base}/v1/sessions/{physical}/managed-process/{process_id}/ws"
+        try:
+            ws = await websockets.connect(url, additional_headers=headers, subprotocols=["mcp"], max_size=None)
+        except websockets.exceptions.InvalidStatus as e:
+            body = e.response.body.decode("utf-8", errors="replace") if e.response.body else ""
+            try:
+                message = json.loads(body)["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = f"the relay was refused (HTTP {e.response.status_code}) {body}".strip()
+            raise error_from_message(message) from e
+        return ProcessStdio(ws)
+
+
 class Workspace:
     """One tenant workspace: its actions carry its context (instance, workspace,
     placement generation)."""
@@ -345,6 +438,7 @@ class Workspace:
         self.session = session
         self.sessions = Sessions(self)
         self.files = Files(self, session)
+        self.processes = Processes(self, session)
 
     @property
     def context(self) -> dict:
@@ -391,10 +485,12 @@ class Workspace:
 class Client:
     """A connection to boxd as a host (its token and instance id)."""
 
-    def __init__(self, conn: _Connection, instance: str, timeout: float):
+    def __init__(self, conn: _Connection, instance: str, timeout: float, url: str = "", token: str | None = None):
         self._conn = conn
         self.instance = instance
         self.timeout = timeout
+        self.url = url
+        self.token = token
 
     def workspace(self, workspace_id: str, generation: int = 1, session: str = "default") -> Workspace:
         return Workspace(self, workspace_id, generation, session)
@@ -448,4 +544,4 @@ async def connect(url: str = "ws://127.0.0.1:5410", token: str | None = None, in
             raise BoxError(f"boxd refused the connection (HTTP 401): a wrong control token, or an instance id "
                            f"({instance}) other than the one boxd pinned") from e
         raise BoxError(f"boxd refused the connection (HTTP {code})") from e
-    return Client(_Connection(ws), instance, timeout)
+    return Client(_Connection(ws), instance, timeout, url, token)

@@ -26,6 +26,7 @@ import boxrt
 __all__ = ["build_server", "main"]
 
 MAX_READ_BYTES = 4 << 20
+MAX_PROCESS_OUTPUT = 1 << 20
 
 
 class _Target:
@@ -111,6 +112,69 @@ def build_server(target: _Target) -> MCPServer:
         entries = await call(ws.files.list(path, depth=depth))
         return "\n".join(json.dumps({"path": e.path, "type": e.type, "size": e.size, "mode": oct(e.mode)})
                          for e in entries)
+
+    # Managed processes (standard mode): each one's stdout is read by this server as it
+    # comes and kept until read_process_output takes it (at most MAX_PROCESS_OUTPUT).
+    relays: dict[str, tuple[boxrt.ProcessStdio, list[str], asyncio.Event, asyncio.Task]] = {}
+
+    async def pump(stdio: boxrt.ProcessStdio, buffer: list[str], ready: asyncio.Event) -> None:
+        async for text in stdio:
+            buffer.append(text)
+            while sum(len(t) for t in buffer) > MAX_PROCESS_OUTPUT:
+                buffer.pop(0)
+            ready.set()
+        buffer.append(f"[relay closed: {stdio.close_reason or 'process ended'}]")
+        ready.set()
+
+    @server.tool(description=(
+        "Start a long-running process in the sandbox (a server, a REPL) under process_id, replacing one of "
+        "that id; its output is kept for read_process_output and send_process_input writes lines to its stdin. "
+        "Not available in admission (Cloud) mode."))
+    async def start_process(command: str, args: list[str] | None = None, process_id: str = "default") -> str:
+        ws = await target.workspace()
+        await call(ws.exec("true"))  # the session exists
+        info = await call(ws.processes.start(command, args or [], process_id=process_id))
+        if process_id in relays:
+            relays.pop(process_id)[3].cancel()
+        stdio = await call(ws.processes.attach(process_id))
+        buffer: list[str] = []
+        ready = asyncio.Event()
+        relays[process_id] = (stdio, buffer, ready, asyncio.get_running_loop().create_task(pump(stdio, buffer, ready)))
+        return f"process {process_id} {info.get('status', 'started')}"
+
+    @server.tool(description=(
+        "The output a process started with start_process wrote since the last call (waits up to wait_sec "
+        "for some when there is none yet)."))
+    async def read_process_output(process_id: str = "default", wait_sec: float = 1.0) -> str:
+        if process_id not in relays:
+            raise ToolError(f"no process {process_id} was started by this server")
+        _, buffer, ready, _ = relays[process_id]
+        if not buffer:
+            try:
+                await asyncio.wait_for(ready.wait(), max(0.0, min(wait_sec, 30.0)))
+            except asyncio.TimeoutError:
+                pass
+        out = "".join(buffer)
+        buffer.clear()
+        ready.clear()
+        return out
+
+    @server.tool(description="Write one line to the stdin of a process started with start_process.")
+    async def send_process_input(line: str, process_id: str = "default") -> str:
+        if process_id not in relays:
+            raise ToolError(f"no process {process_id} was started by this server")
+        await relays[process_id][0].send(line)
+        return "sent"
+
+    @server.tool(description="Stop a process started with start_process (stdin closed, then TERM, then KILL).")
+    async def stop_process(process_id: str = "default") -> str:
+        ws = await target.workspace()
+        if process_id in relays:
+            stdio, _, _, task = relays.pop(process_id)
+            task.cancel()
+            await stdio.close()
+        await call(ws.processes.stop(process_id))
+        return f"process {process_id} stopped"
 
     return server
 
