@@ -26,11 +26,11 @@ MIB = 1 << 20
 
 
 class Boxd:
-    def __init__(self, box: dict, testing: bool = False):
-        self.dir = tempfile.mkdtemp(prefix="boxrt-sdk-")
+    def __init__(self, box: dict, testing: bool = False, listen: str = "127.0.0.1:0", folder: str | None = None):
+        self.dir = folder or tempfile.mkdtemp(prefix="boxrt-sdk-")
         box = json.loads(json.dumps(box))
         box.setdefault("local", {})["host_root"] = os.path.join(self.dir, "box")
-        config = {"server": {"listen": "127.0.0.1:0", "control_token": TOKEN, "testing": testing,
+        config = {"server": {"listen": listen, "control_token": TOKEN, "testing": testing,
                              "transfer_dir": os.path.join(self.dir, "transfers")}, "box": box}
         path = os.path.join(self.dir, "config.json")
         with open(path, "w") as f:
@@ -42,7 +42,7 @@ class Boxd:
         assert line.startswith("boxd listening on "), line
         self.url = line.split()[-1]
 
-    def stop(self):
+    def stop(self, keep: bool = False):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -51,7 +51,8 @@ class Boxd:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def backends():
@@ -239,3 +240,27 @@ async def test_a_managed_process_and_its_stdio(client):
         await ws.processes.get("up")
     with pytest.raises(boxrt.BoxError):
         await ws.processes.attach("nope")
+
+
+async def test_the_next_call_opens_a_new_connection():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    b = Boxd({"backend": "process"}, listen=f"127.0.0.1:{port}")
+    try:
+        client = await boxrt.connect(b.url, token=TOKEN, instance=INSTANCE)
+        ws = client.workspace("sdk-again")
+        await ws.exec("echo kept > kept.txt")
+        folder = b.dir
+        b.proc.kill()
+        b.proc.wait()
+        b.stop(keep=True)
+        b = Boxd({"backend": "process"}, listen=f"127.0.0.1:{port}", folder=folder)
+        # The connection dropped while nothing was in flight: the next calls open a new one.
+        assert "available" in await client.health()
+        assert (await ws.exec("echo again > again.txt; echo again")).stdout == "again"
+        assert await ws.files.read("again.txt") == b"again\n"
+        await client.close()
+    finally:
+        b.stop()

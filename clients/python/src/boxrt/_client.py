@@ -20,6 +20,12 @@ __all__ = ["connect", "Client", "Workspace", "Files", "Sessions", "Processes", "
            "OutputChunk", "ExecStream", "FileEntry"]
 
 STREAM_WINDOW = 8
+# Actions that change nothing: sent again once when the connection drops under them.
+SAFE_TO_RETRY = frozenset({
+    "box_health", "box_get_backend_info", "box_status", "box_get_storage_analysis", "box_get_session",
+    "box_get_sessions", "box_get_managed_process", "box_stat_file", "box_list_files", "box_read_file",
+    "box_list_all_sessions",
+})
 CALL_BYTES = 1 << 20
 TOKEN_HEADER = "X-LangBot-Box-Control-Token"
 INSTANCE_HEADER = "X-LangBot-Instance-Id"
@@ -245,11 +251,18 @@ class Files:
         data = self._data(path, offset=offset, encoding="base64")
         if length is not None:
             data["length"] = length
-        out = bytearray()
-        async for frame in self._ws._client._conn.stream("box_read_file", data, self._ws.context, self._ws._client.timeout):
-            if frame.get("stream") == "data":
-                out += base64.b64decode(frame["data"])
-        return bytes(out)
+        # A read changes nothing: a connection lost under it is read again, once.
+        for attempt in (1, 2):
+            out = bytearray()
+            try:
+                async for frame in self._ws._client._stream("box_read_file", data, self._ws.context):
+                    if frame.get("stream") == "data":
+                        out += base64.b64decode(frame["data"])
+                return bytes(out)
+            except ConnectionLost:
+                if attempt == 2 or self._ws._client._closing:
+                    raise
+        raise AssertionError("unreachable")
 
     async def read_text(self, path: str) -> str:
         return (await self.read(path)).decode("utf-8", errors="replace")
@@ -446,7 +459,7 @@ class Workspace:
                 "placement_generation": self.generation}
 
     async def _call(self, action: str, data: dict) -> dict:
-        return await self._client._conn.call(action, data, self.context, self._client.timeout)
+        return await self._client._request(action, data, self.context)
 
     def in_session(self, session: str) -> "Workspace":
         """The same workspace, its commands and files in ``session``."""
@@ -476,7 +489,7 @@ class Workspace:
             data["timeout_sec"] = timeout
         if workdir is not None:
             data["workdir"] = workdir
-        return ExecStream(self._client._conn.stream("box_exec_stream", data, self.context, self._client.timeout))
+        return ExecStream(self._client._stream("box_exec_stream", data, self.context))
 
     async def status(self) -> dict:
         return await self._call("box_status", {})
@@ -491,30 +504,62 @@ class Client:
         self.timeout = timeout
         self.url = url
         self.token = token
+        self._closing = False
+        self._reconnect_lock = asyncio.Lock()
 
     def workspace(self, workspace_id: str, generation: int = 1, session: str = "default") -> Workspace:
         return Workspace(self, workspace_id, generation, session)
 
+    async def _stream(self, action: str, data: dict, context: dict | None) -> AsyncIterator[dict]:
+        conn = await self._connection()
+        frames = conn.stream(action, data, context, self.timeout)
+        try:
+            async for frame in frames:
+                yield frame
+        finally:
+            await frames.aclose()
+
+    async def _connection(self) -> _Connection:
+        """The connection, opened again when it dropped (nothing was in flight on it for
+        the caller asking now)."""
+        async with self._reconnect_lock:
+            if self._conn.closed and not self._closing:
+                self._conn = await _open(self.url, self.token, self.instance)
+            return self._conn
+
+    async def _request(self, action: str, data: dict, context: dict | None) -> dict:
+        """One call. A call that changes nothing is sent again once on a new connection
+        when the connection drops under it; any other raises ConnectionLost."""
+        conn = await self._connection()
+        try:
+            return await conn.call(action, data, context, self.timeout)
+        except ConnectionLost:
+            if action not in SAFE_TO_RETRY or self._closing:
+                raise
+        conn = await self._connection()
+        return await conn.call(action, data, context, self.timeout)
+
     # Host-control (no workspace context).
     async def health(self) -> dict:
-        return await self._conn.call("box_health", {}, None, self.timeout)
+        return await self._request("box_health", {}, None)
 
     async def backend_info(self) -> dict:
-        return await self._conn.call("box_get_backend_info", {}, None, self.timeout)
+        return await self._request("box_get_backend_info", {}, None)
 
     async def put_entitlement(self, snapshot: dict) -> dict:
-        return await self._conn.call("box_put_workspace_entitlement", snapshot, None, self.timeout)
+        return await self._request("box_put_workspace_entitlement", snapshot, None)
 
     async def upsert_grant(self, grant: dict) -> dict:
-        return await self._conn.call("box_upsert_sandbox_admission_grant", grant, None, self.timeout)
+        return await self._request("box_upsert_sandbox_admission_grant", grant, None)
 
     async def revoke_grant(self, revocation: dict) -> dict:
-        return await self._conn.call("box_revoke_sandbox_admission_grant", revocation, None, self.timeout)
+        return await self._request("box_revoke_sandbox_admission_grant", revocation, None)
 
     async def list_all_sessions(self, limit: int = 1000) -> dict:
-        return await self._conn.call("box_list_all_sessions", {"limit": limit}, None, self.timeout)
+        return await self._request("box_list_all_sessions", {"limit": limit}, None)
 
     async def close(self) -> None:
+        self._closing = True
         await self._conn.close()
 
     async def __aenter__(self) -> "Client":
@@ -524,15 +569,7 @@ class Client:
         await self.close()
 
 
-async def connect(url: str = "ws://127.0.0.1:5410", token: str | None = None, instance: str = "boxrt-python",
-                  timeout: float = 300) -> Client:
-    """Opens a connection to boxd (``url`` without a path gets ``/rpc/ws``). ``token`` is
-    boxd's control token (default: ``LANGBOT_BOX_CONTROL_TOKEN``); ``instance`` the
-    instance id to present (boxd pins the first one that connects)."""
-    if token is None:
-        token = os.environ.get("LANGBOT_BOX_CONTROL_TOKEN") or None
-    if url.count("/") < 3:
-        url = url.rstrip("/") + "/rpc/ws"
+async def _open(url: str, token: str | None, instance: str) -> _Connection:
     headers = {INSTANCE_HEADER: instance}
     if token:
         headers[TOKEN_HEADER] = token
@@ -544,4 +581,20 @@ async def connect(url: str = "ws://127.0.0.1:5410", token: str | None = None, in
             raise BoxError(f"boxd refused the connection (HTTP 401): a wrong control token, or an instance id "
                            f"({instance}) other than the one boxd pinned") from e
         raise BoxError(f"boxd refused the connection (HTTP {code})") from e
-    return Client(_Connection(ws), instance, timeout, url, token)
+    except OSError as e:
+        raise ConnectionLost(f"boxrt: cannot reach boxd at {url}: {e}") from e
+    return _Connection(ws)
+
+
+async def connect(url: str = "ws://127.0.0.1:5410", token: str | None = None, instance: str = "boxrt-python",
+                  timeout: float = 300) -> Client:
+    """Opens a connection to boxd (``url`` without a path gets ``/rpc/ws``). ``token`` is
+    boxd's control token (default: ``LANGBOT_BOX_CONTROL_TOKEN``); ``instance`` the
+    instance id to present (boxd pins the first one that connects). A connection that
+    drops is opened again by the next call; a call that changes nothing (health, status,
+    session, process and file reads) is sent again once when it drops under it."""
+    if token is None:
+        token = os.environ.get("LANGBOT_BOX_CONTROL_TOKEN") or None
+    if url.count("/") < 3:
+        url = url.rstrip("/") + "/rpc/ws"
+    return Client(await _open(url, token, instance), instance, timeout, url, token)

@@ -40,7 +40,7 @@ class _Target:
 
     async def workspace(self) -> boxrt.Workspace:
         async with self._lock:
-            if self._client is None or self._client._conn.closed:
+            if self._client is None:
                 self._client = await boxrt.connect(self.url, token=self.token, instance=self.instance)
             return self._client.workspace(self.workspace_id, session=self.session)
 
