@@ -264,3 +264,18 @@ async def test_the_next_call_opens_a_new_connection():
         await client.close()
     finally:
         b.stop()
+
+
+async def test_an_uploaded_skill_zip_is_previewed(client):
+    import io
+    import zipfile
+    ws = client.workspace("sdk-skill")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:  # larger than one 16 KiB chunk
+        z.writestr("demo/SKILL.md", "---\nname: demo\ndescription: a demo\n---\n" + os.urandom(30000).hex())
+    key = await client.upload(buf.getvalue())
+    preview = await ws.skill_action("box_preview_skill_zip", {"file_key": key, "filename": "demo.zip"})
+    assert [s["name"] for s in preview["skills"]] == ["demo"]
+    with pytest.raises(boxrt.BoxValidationError) as e:  # a key is consumed by its action
+        await ws.skill_action("box_preview_skill_zip", {"file_key": key, "filename": "demo.zip"})
+    assert str(e.value) == f"BoxValidationError: Uploaded file {key} was not found"

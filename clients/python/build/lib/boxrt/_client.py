@@ -494,6 +494,13 @@ class Workspace:
     async def status(self) -> dict:
         return await self._call("box_status", {})
 
+    async def skill_action(self, action: str, data: dict) -> dict:
+        """A skill action of this workspace (``box_list_skills``, ``box_install_skill_zip``
+        with a key from ``client.upload``, ...; docs/skills.md), its data as the wire has it."""
+        if not action.startswith("box_") or "skill" not in action:
+            raise ValueError(f"{action} is not a skill action")
+        return await self._call(action, data)
+
 
 class Client:
     """A connection to boxd as a host (its token and instance id)."""
@@ -554,6 +561,20 @@ class Client:
 
     async def revoke_grant(self, revocation: dict) -> dict:
         return await self._request("box_revoke_sandbox_admission_grant", revocation, None)
+
+    async def upload(self, data: bytes, key: str | None = None) -> str:
+        """Uploads ``data`` with ``__file_chunk`` (16 KiB per chunk) into this connection's
+        transfer folder; returns the file key a skill action (``box_install_skill_zip``,
+        ``box_preview_skill_zip``) names it by. The upload lives as long as the connection."""
+        key = key or f"upload-{os.urandom(8).hex()}.zip"
+        chunk = 16384
+        amount = max(1, -(-len(data) // chunk))
+        conn = await self._connection()
+        for i in range(amount):
+            piece = data[i * chunk:(i + 1) * chunk]
+            await conn.call("__file_chunk", {"file_key": key, "chunk_index": i, "chunk_amount": amount,
+                                             "chunk_base64": base64.b64encode(piece).decode()}, None, self.timeout)
+        return key
 
     async def list_all_sessions(self, limit: int = 1000) -> dict:
         return await self._request("box_list_all_sessions", {"limit": limit}, None)
