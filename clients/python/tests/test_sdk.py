@@ -202,6 +202,15 @@ async def test_admission_calls_and_their_errors():
             with pytest.raises(boxrt.BoxAdmissionError) as e:
                 await ws.exec("true")
             assert str(e.value) == "BoxAdmissionError: Sandbox admission grant revision was revoked"
+            # A grant pushed by itself (LangBot's admission controller's way).
+            import datetime as dt
+            expires = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120)).replace(microsecond=0)
+            receipt = await client.upsert_grant({
+                "instance_uuid": INSTANCE, "workspace_uuid": "sdk-grant", "execution_generation": 1,
+                "entitlement_revision": 1, "expires_at": expires.isoformat(), "max_sessions": 1,
+                "max_managed_processes": 0})
+            assert receipt["installed"] is True
+            assert (await client.workspace("sdk-grant", session="global").exec("echo granted")).stdout == "granted"
     finally:
         b.stop()
 
