@@ -6,18 +6,7 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 boxd="$build/boxd"
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-check() {  # check WHAT COND...
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
-}
+. "$(dirname "$0")/../cli/checks.sh"
 run() {  # run: sets rc, out, err
   set +e
   out=$("$@" 2> "$work/err"); rc=$?
@@ -89,8 +78,4 @@ except urllib.error.HTTPError as e:
 check "/readyz is 503 and names the key" grep -q '^503 .*"error":"box.admission: required must be a boolean"' <<< "$ready"
 check "the log names the data folder" grep -q "data folder $work/data/box" "$work/log"
 
-if [ "$failures" -ne 0 ]; then
-  echo "boxd_cli: $failures check(s) failed"
-  exit 1
-fi
-echo "boxd_cli: passed"
+finish boxd_cli

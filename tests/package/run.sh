@@ -7,18 +7,7 @@
 # boxctl runs an exec through it. Usage: tests/package/run.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
-work=$(mktemp -d /tmp/boxrt-package.XXXXXX)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-check() {
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
-}
+. "$(dirname "$0")/../cli/checks.sh"
 
 (cd "$build" && cpack -G DEB > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; exit 1; }
 deb=$(ls "$build"/package/boxrt_*_amd64.deb | head -1)
@@ -109,8 +98,4 @@ if [ -n "$url" ]; then
   check "the packaged boxctl names its version" grep -q '^boxctl boxrt [0-9]' <<< "$version"
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "package: $failures check(s) failed"
-  exit 1
-fi
-echo "package: passed ($(basename "$deb"), $(du -h "$deb" | cut -f1))"
+finish package "$(basename "$deb"), $(du -h "$deb" | cut -f1)"
