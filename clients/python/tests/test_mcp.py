@@ -4,11 +4,15 @@ failing command and a path outside the workspace as tool errors with the wire's 
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
+import threading
 
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from test_sdk import INSTANCE, TOKEN, Boxd, backends
 
@@ -73,3 +77,31 @@ async def test_the_tools_over_stdio(boxd):
             assert text_of(r) == "process up stopped"
             r = await session.call_tool("read_process_output", {"process_id": "up"})
             assert r.is_error
+
+
+async def test_streamable_http(boxd):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "boxrt.mcp_server", "--url", boxd.url, "--token", TOKEN,
+                               "--instance", INSTANCE, "--workspace", "mcp-http", "--transport", "streamable-http",
+                               "--host", "127.0.0.1", "--port", str(port)],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # Ready once uvicorn says it listens (its own log line), or gone.
+        for line in server.stderr:
+            if "Uvicorn running on" in line:
+                break
+        else:
+            pytest.fail("boxrt-mcp exited before it listened")
+        # Its later log lines are read too, so the pipe never fills.
+        threading.Thread(target=server.stderr.read, daemon=True).start()
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                assert "run_command" in {t.name for t in (await session.list_tools()).tools}
+                r = await session.call_tool("run_command", {"command": "echo over http"})
+                assert not r.is_error and text_of(r) == "exit code: 0\nover http\n"
+    finally:
+        server.terminate()
+        server.wait(30)
