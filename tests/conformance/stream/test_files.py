@@ -11,21 +11,20 @@ import base64
 import enum
 import hashlib
 import json
-import os
 import random
 import threading
 import time
 
 import pytest
-import pytest_asyncio
 
-from langbot_plugin.entities.io.context import ActionContext
 from langbot_plugin.runtime.io.handler import ActionCallError
 
 from langbot_plugin.runtime.io import handler as sdk_handler
 
 from conftest import ADMISSION_BOX, INSTANCE, TOKEN, Boxd, BoxConnection
-from test_exec_stream import RawCaller, ctx_json
+# The stream suite's helpers and fixtures (boxd is module-scoped: this module gets a boxd
+# of its own, as before).
+from test_exec_stream import RawCaller, boxd, ctx, ctx_json, handler, rss_kib  # noqa: F401
 
 
 class Action(enum.Enum):
@@ -44,35 +43,8 @@ class Action(enum.Enum):
 MIB = 1 << 20
 
 
-def ctx(workspace: str) -> ActionContext:
-    return ActionContext(instance_uuid=INSTANCE, workspace_uuid=workspace, placement_generation=1)
-
-
-@pytest.fixture(scope="module")
-def boxd():
-    if os.geteuid() != 0 or not os.access("/usr/bin/bwrap", os.X_OK):
-        pytest.skip("real sandboxes need root and bubblewrap")
-    b = Boxd({"backend": "bwrap"})
-    yield b
-    b.stop()
-
-
-@pytest_asyncio.fixture
-async def handler(boxd):
-    async with BoxConnection(boxd.url, TOKEN, INSTANCE) as conn:
-        yield conn.handler
-
-
 async def call(handler, action: Action, data: dict, workspace: str = "files", timeout: float = 30) -> dict:
     return await handler.call_action(action, data, timeout=timeout, action_context=ctx(workspace))
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 class PeakRss:
