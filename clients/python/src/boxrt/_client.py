@@ -602,7 +602,8 @@ async def _open(url: str, token: str | None, instance: str) -> _Connection:
             raise BoxError(f"boxd refused the connection (HTTP 401): a wrong control token, or an instance id "
                            f"({instance}) other than the one boxd pinned") from e
         raise BoxError(f"boxd refused the connection (HTTP {code})") from e
-    except OSError as e:
+    except (OSError, EOFError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
+        # Refused, reset, or closed mid-handshake (a boxd going away): not reachable now.
         raise ConnectionLost(f"boxrt: cannot reach boxd at {url}: {e}") from e
     return _Connection(ws)
 
