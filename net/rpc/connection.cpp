@@ -14,6 +14,7 @@
 
 #include "messages/base/json.hpp"
 #include "messages/base/metrics.hpp"
+#include "net/rpc/action_support.hpp"
 #include "net/rpc/envelope.hpp"
 
 namespace boxrt::net {
@@ -56,21 +57,12 @@ audit_record audit_fields(const envelope& req, bool commands, const std::string&
   r.peer = peer;
   // A refused envelope may have no data to read. A key sent twice counts as the decoders
   // count it: the last one.
-  dom::object fields;
-  const bool readable = req.refusal.empty() && req.data.get_object().get(fields) == simdjson::SUCCESS;
   auto text = [&](std::string_view key) -> std::string {
-    if (!readable)
+    if (!req.refusal.empty())
       return {};
-    std::string_view v, last;
-    bool found = false;
-    for (auto field : fields)
-      if (field.key == key && field.value.get_string().get(v) == simdjson::SUCCESS) {
-        last = v;
-        found = true;
-      } else if (field.key == key) {
-        found = false;
-      }
-    return found ? std::string{last} : std::string{};
+    std::string_view v;
+    auto value = rpc_detail::lookup(req.data, key);
+    return value && value->get_string().get(v) == simdjson::SUCCESS ? std::string{v} : std::string{};
   };
   // The admission pushes act on the workspace their data names (any context is
   // dropped); every other action on its context's.
