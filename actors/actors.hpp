@@ -145,7 +145,10 @@ using tenant_routes = route_list<
   // box_upsert_sandbox_admission_grant.
   tenant_route<grant_atom, admission_grant, grant_receipt>,
   // box_revoke_sandbox_admission_grant: replies after the sessions stopped.
-  tenant_route<revoke_atom, admission_revocation, revocation_receipt>>;
+  tenant_route<revoke_atom, admission_revocation, revocation_receipt>,
+  // box_set_network_policy / box_get_network_policy: replies once a new policy is
+  // durable and in force in the workspace's running sandboxes (docs/network.md).
+  tenant_route<netpol_atom, network_policy_request, network_policy_reply>>;
 
 namespace detail {
 

@@ -2,6 +2,8 @@
 // forged-field rules and spec normalisation, as plain C++ the supervisor actor drives.
 #include "actors/admission.hpp"
 
+#include "messages/network_policy.hpp"
+
 #include <algorithm>
 #include <array>
 #include <utility>
@@ -419,7 +421,7 @@ result<box_spec> workspace_admission::normalize(box_spec spec, const admission_p
 }
 
 bool workspace_admission::evictable() const noexcept {
-  return !grant_ && !snapshot_ && tombstone_ == 0 && highest_revision_ == 0
+  return !grant_ && !snapshot_ && !network_policy_ && tombstone_ == 0 && highest_revision_ == 0
          && generation_ <= 1;
 }
 
@@ -598,6 +600,9 @@ std::string workspace_admission::durable_state() const {
   } else {
     w.null();
   }
+  // Only when set: records of workspaces without one stay as they were.
+  if (network_policy_)
+    w.key("network_policy").raw(*network_policy_);
   w.end_object();
   return w.take();
 }
@@ -647,6 +652,13 @@ box_error workspace_admission::restore(std::string_view text) {
                != simdjson::SUCCESS)
         return bad("grant is incomplete");
       out.grant_ = g;
+    }
+    simdjson::dom::element policy;
+    if (obj["network_policy"].get(policy) == simdjson::SUCCESS && !policy.is_null()) {
+      auto decoded = decode_network_policy(policy, "network_policy");
+      if (!decoded)
+        return bad(decoded.error().message);
+      out.network_policy_ = encode_network_policy(decoded.value());
     }
     return out;
   });

@@ -140,6 +140,18 @@ class workspace_admission {
   /// no revision seen and a fence at most 1. Only such records may be evicted.
   bool evictable() const noexcept;
 
+  // -- egress policy (docs/network.md) --------------------------------------------------
+
+  /// The workspace's own network policy (canonical JSON), kept with its admission
+  /// state; empty when it has none (the operator's default applies).
+  const heap_optional<std::string>& network_policy() const noexcept { return network_policy_; }
+  void set_network_policy(std::optional<std::string> policy) {
+    if (policy)
+      network_policy_ = std::move(*policy);
+    else
+      network_policy_.reset();
+  }
+
   // -- durable state (contract §4.11) ---------------------------------------------------
 
   /// What must survive a restart, as JSON: fence, highest revision and generation,
@@ -159,6 +171,7 @@ class workspace_admission {
   // On the heap: most workspaces have neither, and there may be 100,000 of them.
   heap_optional<entitlement_snapshot> snapshot_;
   heap_optional<admission_grant> grant_;
+  heap_optional<std::string> network_policy_;
   bool grant_derived_ = false;
   int64_t highest_revision_ = 0;
   int64_t highest_generation_ = 0;

@@ -42,7 +42,9 @@ void submit_start(self_ptr self) {
       backend->stop_session(*box->handle);
       box->handle.reset();
     }
-    auto started = backend->start_session(*spec);
+    auto scoped = *spec;
+    scoped.network_scope = ns;  // its workspace's egress policy (backends/linux/egress.hpp)
+    auto started = backend->start_session(scoped);
     if (started) {
       box->handle = std::move(started.value());
       out.backend_session_id = box->handle->id();

@@ -32,6 +32,8 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
       else
         st.persisted = std::move(*record.value());
     }
+    if (!st.state_error)
+      publish_network_policy(self);
     if (st.state_error)
       spdlog::error("{}: {}", st.admission->box_ns(), st.state_error.message);
     arm_expiry(self);
@@ -272,6 +274,9 @@ supervisor_actor::behavior_type supervisor_behavior(self_ptr self, supervisor_ar
         reply_after_effect(self, rp, out.effect, out.receipt, saved);
       });
       return rp;
+    },
+    [self](netpol_atom, network_policy_request& req) -> caf::result<network_policy_reply> {
+      return network_policy_action(self, req);
     },
     [self](grant_atom, admission_grant& grant) -> caf::result<grant_receipt> {
       if (self->state.state_error)

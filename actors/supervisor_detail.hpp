@@ -355,6 +355,12 @@ caf::result<std::vector<ps_entry>> list_sessions(self_ptr self);
 /// each of the workspace's sessions (langbot-plugin's own probe and aggregation).
 caf::result<storage_report> storage_analysis(self_ptr self, const action_context& ctx);
 
+/// box_set_network_policy / box_get_network_policy (actors/supervisor_network.cpp).
+caf::result<network_policy_reply> network_policy_action(self_ptr self, network_policy_request& req);
+
+/// Hands a restored workspace's own network policy to the egress service.
+void publish_network_policy(self_ptr self);
+
 /// The relay's handshake checks 4 to 9 (protocol.md §1.4).
 relay_verdict relay_check(self_ptr self, const relay_request& req);
 

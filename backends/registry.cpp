@@ -26,6 +26,7 @@ sandbox_options sandbox_options_for(const box_config& config, const host_options
   o.uid_last = host.uid_last;
   o.host_gid = host.host_gid;
   o.listen_host = host.listen_host;
+  o.network = config.network;
   if (!host.helper_dir.empty())
     o.init_path = host.helper_dir + "/boxrt-init";
   o.io.read_bps = config.limits.io_read_bps;

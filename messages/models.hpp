@@ -92,6 +92,10 @@ struct box_spec {
   int64_t pids_limit = 128;
   bool read_only_rootfs = true;
   int64_t workspace_quota_mb = 0;
+  /// The workspace a network-on sandbox belongs to (its ws-<24 hex>), whose egress
+  /// policy it follows. Set by the session actor just before the sandbox starts; never
+  /// on the wire.
+  std::string network_scope;
 
   friend bool operator==(const box_spec&, const box_spec&) = default;
 };
@@ -306,6 +310,26 @@ struct entitlement_receipt {
   int64_t revoked_sessions = 0;
 };
 
+/// box_set_network_policy / box_get_network_policy (docs/network.md): the workspace
+/// the request names (its own instance_uuid and workspace_uuid; "" is the workspace of
+/// requests without a context).
+struct network_policy_request {
+  std::string instance_uuid;
+  std::string workspace_uuid;
+  bool set = false;     // false: read it back
+  std::string policy;   // canonical JSON (messages/network_policy.hpp); "" = clear it
+  std::string profile;  // or a box.network_profiles name, resolved by the supervisor
+};
+
+/// Their reply: the workspace's own policy, the one in force (its own, else the
+/// operator's default) and where that comes from (workspace, default or none).
+struct network_policy_reply {
+  std::string workspace_uuid;
+  std::string policy;
+  std::string effective;
+  std::string source;
+};
+
 /// Reply of box_upsert_sandbox_admission_grant.
 struct grant_receipt {
   std::string workspace_uuid;
@@ -391,6 +415,23 @@ struct scripted_config {
   friend bool operator==(const scripted_config&, const scripted_config&) = default;
 };
 
+/// `box.network_policy`, `box.network_profiles` and `box.network_egress` (docs/network.md):
+/// the egress policy of network-on sandboxes whose workspace has none of its own, the
+/// named policies a host may give a workspace, and the filter's resolvers and limits.
+/// Policies are kept as their canonical JSON (messages/network_policy.hpp).
+struct network_settings {
+  std::string default_policy;                    // "" = none: sandboxes go anywhere but the host
+  std::map<std::string, std::string> profiles;   // name -> policy
+  std::vector<std::string> resolvers;            // upstream DNS; empty = boxd's /etc/resolv.conf
+  int64_t max_connections = 256;                 // 1..65536 per sandbox
+  int64_t max_lookups = 64;                      // 1..4096 per sandbox
+  int64_t header_timeout_ms = 10000;             // 100..300000
+  int64_t connect_timeout_ms = 10000;            // 100..300000
+  int64_t lookup_timeout_ms = 3000;              // 100..60000
+
+  friend bool operator==(const network_settings&, const network_settings&) = default;
+};
+
 /// The whole `box` section (box_init data / LANGBOT_BOX_CONFIG / --config "box").
 struct box_config {
   std::string backend;  // "", "auto", "bwrap", "nsjail", "process", "scripted"
@@ -400,6 +441,7 @@ struct box_config {
   /// Set when the admission section was malformed: admission then fails closed.
   std::string admission_error;
   scripted_config scripted;
+  network_settings network;
 
   /// Grant-enforced mode: required by policy, or forced by a malformed admission
   /// section (fail closed). The one definition of "is admission mode on".

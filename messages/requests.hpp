@@ -201,6 +201,9 @@ inline box_error untrusted_refusal(const entitlement_snapshot&) {
 inline box_error untrusted_refusal(const admission_grant&) {
   return {ec::permission, "Sandbox admission grant does not match the trusted instance"};
 }
+inline box_error untrusted_refusal(const network_policy_request&) {
+  return {ec::permission, "Network policy request does not match the trusted instance"};
+}
 inline box_error untrusted_refusal(const admission_revocation&) {
   return {ec::permission, "Sandbox admission revocation does not match the trusted instance"};
 }

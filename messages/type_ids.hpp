@@ -28,7 +28,7 @@ BOXRT_INSPECT(mount_spec, host_path, mount_path, mode, content_digest, manifest_
 
 BOXRT_INSPECT(box_spec, cmd, workdir, timeout_sec, network, session_id, env, image, host_path,
               host_path_mode, mount_path, extra_mounts, skill_name, persistent, cpus, memory_mb,
-              pids_limit, read_only_rootfs, workspace_quota_mb)
+              pids_limit, read_only_rootfs, workspace_quota_mb, network_scope)
 
 BOXRT_INSPECT(session_info, session_id, backend_name, backend_session_id, image, network, host_path,
               host_path_mode, mount_path, persistent, cpus, memory_mb, pids_limit, read_only_rootfs,
@@ -77,6 +77,10 @@ BOXRT_INSPECT(entitlement_snapshot, instance_uuid, workspace_uuid, entitlement_r
 
 BOXRT_INSPECT(entitlement_receipt, workspace_uuid, entitlement_revision, revoked_sessions)
 
+BOXRT_INSPECT(network_policy_request, instance_uuid, workspace_uuid, set, policy, profile)
+
+BOXRT_INSPECT(network_policy_reply, workspace_uuid, policy, effective, source)
+
 BOXRT_INSPECT(grant_receipt, workspace_uuid, execution_generation, entitlement_revision,
               max_sessions, max_managed_processes, expires_at)
 
@@ -93,7 +97,10 @@ BOXRT_INSPECT(local_config, host_root, default_workspace, allowed_mount_roots, s
 
 BOXRT_INSPECT(scripted_config, available, ready_keys)
 
-BOXRT_INSPECT(box_config, backend, limits, local, admission, admission_error, scripted)
+BOXRT_INSPECT(network_settings, default_policy, profiles, resolvers, max_connections, max_lookups,
+              header_timeout_ms, connect_timeout_ms, lookup_timeout_ms)
+
+BOXRT_INSPECT(box_config, backend, limits, local, admission, admission_error, scripted, network)
 
 BOXRT_INSPECT(readiness_report, backend_name, available, isolating, details, limits_mechanism,
               text_details, error)
@@ -166,6 +173,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(boxrt, (boxrt::admission_revocation))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::entitlement_snapshot))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::entitlement_receipt))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::network_policy_request))
+  CAF_ADD_TYPE_ID(boxrt, (boxrt::network_policy_reply))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::grant_receipt))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::revocation_receipt))
   CAF_ADD_TYPE_ID(boxrt, (boxrt::box_config))
@@ -262,5 +271,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(boxrt, caf::first_custom_type_id)
   CAF_ADD_ATOM(boxrt, boxrt, fdone_atom, "fdone")
   CAF_ADD_ATOM(boxrt, boxrt, ps_atom, "ps")
   CAF_ADD_ATOM(boxrt, boxrt, audited_atom, "audited")
+  // box_set_network_policy / box_get_network_policy (docs/network.md).
+  CAF_ADD_ATOM(boxrt, boxrt, netpol_atom, "netpol")
 
 CAF_END_TYPE_ID_BLOCK(boxrt)

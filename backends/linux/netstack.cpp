@@ -1,5 +1,7 @@
 #include "backends/linux/netstack.hpp"
 
+#include "backends/linux/egress.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -109,29 +111,18 @@ std::string nft_rules(const refused_destinations& refused) {
   return rules;
 }
 
+netstack::~netstack() = default;
+
 result<std::unique_ptr<netstack>> netstack::attach(int netns, const refused_destinations& refused,
-                                                   const std::string& scratch_dir) {
+                                                   const std::string& scratch_dir, const std::string& scope) {
   // Both tools find the namespace as their descriptor 5 (/proc/self/fd/5 in their own
   // process), handed over at start.
   constexpr int ns_fd = 5;
   const auto ns = "/proc/self/fd/" + std::to_string(ns_fd);
-  const auto rules_path = scratch_dir + "/network.nft";
-  {
-    std::ofstream rules{rules_path, std::ios::trunc};
-    rules << nft_rules(refused);
-    if (!rules)
-      return make_box_error(ec::box_error, "cannot write the sandbox's network rules to " + rules_path);
-  }
-  {
-    auto nft = helper_process::start({"nsenter", "--net=" + ns, "nft", "-f", rules_path}, {{netns, ns_fd}});
-    if (!nft)
-      return nft.error();
-    if (auto status = (*nft)->wait(ready_timeout_ms); status != 0) {
-      auto why = (*nft)->error_text();
-      return make_box_error(ec::box_error, "cannot install the sandbox's network rules"
-                                             + (why.empty() ? std::string{} : ": " + why));
-    }
-  }
+  // The rules (and boxd's resolver and filter sockets) before any packet can leave.
+  auto egress = egress::service::global().attach(scope, netns, refused, scratch_dir);
+  if (!egress)
+    return egress.error();
   int exit_pipe[2], ready_pipe[2];
   if (::pipe2(exit_pipe, O_CLOEXEC) != 0)
     return make_box_error(ec::box_error, std::string{"cannot start the network stack: "} + std::strerror(errno));
@@ -157,6 +148,7 @@ result<std::unique_ptr<netstack>> netstack::attach(int netns, const refused_dest
     return make_box_error(ec::box_error, "the network stack did not start" + (why.empty() ? std::string{} : ": " + why));
   }
   std::unique_ptr<netstack> out{new netstack};
+  out->egress_ = std::move(egress.value());
   out->helper_ = std::move(helper.value());
   out->exit_fd_ = std::move(exit_w);
   return out;

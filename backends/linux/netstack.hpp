@@ -17,6 +17,10 @@
 
 namespace boxrt {
 
+namespace egress {
+class attachment;
+}
+
 /// What the sandbox sees as its resolver: slirp4netns' DNS forwarder, which asks the
 /// resolvers of the host's own /etc/resolv.conf.
 inline constexpr const char* sandbox_resolv_conf = "nameserver 10.0.2.3\n";
@@ -42,8 +46,10 @@ class netstack {
   /// waits until it has configured the namespace's interface. Both tools reach the
   /// namespace through that descriptor, never by a pid. `scratch_dir` is a folder of
   /// boxd's own for the rule file. Blocking (tens of milliseconds).
+  /// The rules are the egress service's (backends/linux/egress.hpp): the sandbox
+  /// belongs to the workspace `scope` (ws-<24 hex>), whose policy they enforce.
   static result<std::unique_ptr<netstack>> attach(int netns, const refused_destinations& refused,
-                                                  const std::string& scratch_dir);
+                                                  const std::string& scratch_dir, const std::string& scope);
 
   /// The stack's host process.
   pid_t pid() const { return helper_->pid(); }
@@ -51,8 +57,11 @@ class netstack {
   /// Stops the stack (SIGKILL, reaped). Also done by the destructor.
   void stop() { helper_->stop(); }
 
+  ~netstack();
+
  private:
   netstack() = default;
+  std::unique_ptr<egress::attachment> egress_;  // closes after the stack
   std::unique_ptr<helper_process> helper_;
   unique_fd exit_fd_; // slirp4netns exits when this closes
 };

@@ -647,7 +647,8 @@ box_error sandbox_backend::launch(sandbox_session& s) {
       netns.reset(::open(("/proc/" + std::to_string(s.ns_pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
     if (!netns || s.died())
       return make_box_error(ec::box_error, s.what() + " did not report its namespaces");
-    auto stack = netstack::attach(netns.get(), destinations_to_refuse(opts_.listen_host), s.private_dir);
+    auto stack = netstack::attach(netns.get(), destinations_to_refuse(opts_.listen_host), s.private_dir,
+                                  s.spec.network_scope);
     if (!stack)
       return stack.error();
     s.net = std::move(stack.value());

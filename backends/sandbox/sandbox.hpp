@@ -64,6 +64,9 @@ struct sandbox_options {
   bool launcher_takes_fds = true;
   /// Where boxd listens: refused from network-on sandboxes when it is not loopback.
   std::string listen_host;
+  /// Egress policy of network-on sandboxes (box.network_*; backends/linux/egress.hpp):
+  /// handed to the process's egress service when the backend is made.
+  network_settings network;
   /// Disk I/O caps per session on its quota image's loop device (box.limits.io_*; off
   /// by default). Sessions without a quota image are not capped.
   io_caps io;
@@ -112,6 +115,10 @@ struct warm_pool_status {
   /// The first process of each ready sandbox (sandbox_pid).
   std::vector<pid_t> pids;
 };
+
+/// Hands box.network_* to the process's egress service (its default policy, resolvers
+/// and limits; workspaces' own policies stay).
+void configure_egress(const network_settings& n);
 
 class sandbox_backend : public backend {
  public:

@@ -230,6 +230,12 @@ std::string render(const scrape_values& extra) {
   render_family(out, "boxd_admission_decisions_total",
                 "Admission-mode decisions on tenant actions, by decision and reason.",
                 m.admission_decisions);
+  render_family(out, "boxd_egress_connections_total",
+                "Connections of network-on sandboxes under an egress policy, by decision and reason.",
+                m.egress_connections);
+  render_family(out, "boxd_egress_lookups_total",
+                "DNS lookups of network-on sandboxes under an egress policy, by decision and reason.",
+                m.egress_lookups);
   render_one(out, "boxd_revocations_total",
              "Admission grants revoked and sandbox entitlements withdrawn.", kind::counter,
              static_cast<int64_t>(m.revocations.value()));

@@ -116,6 +116,12 @@ struct boxd_metrics {
   /// First uses that fit the warm pool: result adopted (took a warm sandbox) or empty
   /// (none was ready: the normal start).
   family<counter> warm_pool_takes{{"result"}};
+  /// Egress policy (docs/network.md): connections the filter decided (decision allow,
+  /// deny or error; reason domain, port, no_name, deny_cidr, address, resolve, limit,
+  /// direct, connect) and lookups boxd's resolver answered (reason domain, format,
+  /// limit, upstream). No name or workspace label.
+  family<counter> egress_connections{{"decision", "reason"}};
+  family<counter> egress_lookups{{"decision", "reason"}};
 };
 
 boxd_metrics& boxd();

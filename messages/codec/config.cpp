@@ -1,6 +1,8 @@
 // Decoders of the configuration: runtime limits and the whole box section.
 #include "messages/codec/reader.hpp"
 
+#include "messages/network_policy.hpp"
+
 namespace boxrt {
 
 using namespace codec_detail;
@@ -103,6 +105,55 @@ result<scripted_config> decode_scripted(const element& v) {
   return scripted;
 }
 
+struct egress_limit_def {
+  std::string_view name;
+  int64_t network_settings::*field;
+  int64_t min;
+  int64_t max;
+};
+
+constexpr egress_limit_def egress_limit_defs[] = {
+  {"max_connections", &network_settings::max_connections, 1, 65536},
+  {"max_lookups", &network_settings::max_lookups, 1, 4096},
+  {"header_timeout_ms", &network_settings::header_timeout_ms, 100, 300000},
+  {"connect_timeout_ms", &network_settings::connect_timeout_ms, 100, 300000},
+  {"lookup_timeout_ms", &network_settings::lookup_timeout_ms, 100, 60000},
+};
+
+/// box.network_egress: the resolvers and the filter's limits.
+maybe_error decode_network_egress(const element& v, network_settings& out) {
+  object obj;
+  if (v.get_object().get(obj) != ok)
+    return box_error{ec::value, "box.network_egress must be an object"};
+  for (auto field : obj) {
+    const std::string name = "box.network_egress." + std::string{field.key};
+    if (field.key == "resolvers") {
+      array arr;
+      if (field.value.get_array().get(arr) != ok || arr.size() > 8)
+        return box_error{ec::value, name + " must be a list of at most 8 IP addresses"};
+      out.resolvers.clear();
+      for (auto item : arr) {
+        std::string_view text;
+        auto c = item.get_string().get(text) == ok ? cidr::parse(text) : std::nullopt;
+        if (!c || c->prefix != (c->family == 4 ? 32 : 128) || std::string_view{text}.find('/') != std::string_view::npos)
+          return box_error{ec::value, name + " must be a list of at most 8 IP addresses"};
+        out.resolvers.emplace_back(text);
+      }
+      continue;
+    }
+    auto def = std::find_if(std::begin(egress_limit_defs), std::end(egress_limit_defs),
+                            [&](const egress_limit_def& d) { return d.name == field.key; });
+    if (def == std::end(egress_limit_defs))
+      continue;  // reported by ignored_box_keys
+    int64_t value = 0;
+    if (read_int(field.value, value) != int_read::ok || value < def->min || value > def->max)
+      return box_error{ec::value, name + " must be an integer between " + std::to_string(def->min) + " and "
+                                    + std::to_string(def->max)};
+    out.*(def->field) = value;
+  }
+  return std::nullopt;
+}
+
 /// Adds `path<key>` for each key of `o` not in `known`.
 void unknown_keys(const object& o, std::string_view path, std::initializer_list<std::string_view> known,
                   std::vector<std::string>& out) {
@@ -125,7 +176,10 @@ std::vector<std::string> ignored_box_keys(const element& data) {
   object obj;
   if (data.get_object().get(obj) != ok)
     return out;
-  unknown_keys(obj, "box.", {"backend", "limits", "local", "admission", "scripted"}, out);
+  unknown_keys(obj, "box.",
+               {"backend", "limits", "local", "admission", "scripted", "network_policy", "network_profiles",
+                "network_egress"},
+               out);
   object sub;
   if (auto v = lookup(obj, "limits"); v && v->get_object().get(sub) == ok)
     for (auto field : sub)
@@ -139,6 +193,12 @@ std::vector<std::string> ignored_box_keys(const element& data) {
                  out);
   if (auto v = lookup(obj, "scripted"); v && v->get_object().get(sub) == ok)
     unknown_keys(sub, "box.scripted.", {"available", "ready_keys"}, out);
+  if (auto v = lookup(obj, "network_egress"); v && v->get_object().get(sub) == ok)
+    for (auto field : sub)
+      if (field.key != "resolvers"
+          && std::none_of(std::begin(egress_limit_defs), std::end(egress_limit_defs),
+                          [&](const egress_limit_def& d) { return d.name == field.key; }))
+        out.push_back("box.network_egress." + std::string{field.key});
   return out;
 }
 
@@ -236,6 +296,36 @@ result<box_config> decode_box_config(const element& data, const box_config& base
       return scripted.error();
     cfg.scripted = std::move(scripted.value());
   }
+
+  // Egress (docs/network.md): a bad policy is an error naming its path, never ignored.
+  if (auto v = lookup(obj, "network_policy")) {
+    cfg.network.default_policy.clear();
+    if (!v->is_null()) {
+      auto p = decode_network_policy(*v, "box.network_policy", ec::value);
+      if (!p)
+        return p.error();
+      cfg.network.default_policy = encode_network_policy(p.value());
+    }
+  }
+  if (auto v = lookup(obj, "network_profiles"); v && !v->is_null()) {
+    object profiles;
+    if (v->get_object().get(profiles) != ok)
+      return box_error{ec::value, "box.network_profiles must be an object of named network policies"};
+    cfg.network.profiles.clear();
+    for (auto field : profiles) {
+      const std::string name{field.key};
+      if (name.empty() || name.size() > 128)
+        return box_error{ec::value, "box.network_profiles: a profile's name must have 1 to 128 characters"};
+      auto p = decode_network_policy(field.value, "box.network_profiles." + name, ec::value);
+      if (!p)
+        return p.error();
+      p->profile = name;
+      cfg.network.profiles[name] = encode_network_policy(p.value());
+    }
+  }
+  if (auto v = lookup(obj, "network_egress"); v && !v->is_null())
+    if (auto err = decode_network_egress(*v, cfg.network))
+      return *err;
   return cfg;
 }
 

@@ -70,6 +70,26 @@ std::string audit_line(const audit_record& r, int64_t now_us) {
   return w.take();
 }
 
+std::string egress_audit_line(const std::string& ns, const std::string& name, const std::string& address,
+                              int port, const std::string& reason, int64_t now_us) {
+  json::writer w;
+  w.begin_object();
+  w.key("time").value(iso_us(now_us));
+  w.key("action").value("egress");
+  w.key("namespace").value(ns);
+  w.key("decision").value("refused");
+  w.key("reason").value(reason);
+  w.key("name");
+  if (name.empty())
+    w.null();
+  else
+    w.value(json::sanitize_utf8(name));
+  w.key("address").value(address);
+  w.key("port").value(static_cast<int64_t>(port));
+  w.end_object();
+  return w.take();
+}
+
 std::shared_ptr<audit_log> audit_log::open(const audit_options& opts, std::string& error) {
   if (opts.path.empty())
     return nullptr;

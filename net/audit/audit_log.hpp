@@ -45,6 +45,11 @@ struct audit_record {
 /// The line of `r` (docs/operations.md gives its schema), without its newline.
 std::string audit_line(const audit_record& r, int64_t now_us);
 
+/// The line of a connection a sandbox's egress policy refused (docs/network.md):
+/// action "egress", the sandbox's workspace namespace, what it asked for and why.
+std::string egress_audit_line(const std::string& ns, const std::string& name, const std::string& address,
+                              int port, const std::string& reason, int64_t now_us);
+
 class audit_log {
  public:
   /// Opens (appends to) the file; nullptr and `error` set when it cannot be opened.

@@ -5,6 +5,7 @@
 #include "net/rpc/action_support.hpp"
 #include "backends/files/workspace_files.hpp"
 #include "messages/base/base64.hpp"
+#include "messages/network_policy.hpp"
 
 namespace boxrt::net {
 
@@ -521,6 +522,68 @@ struct wire<grant_atom> : admission_wire<admission_grant, &decode_admission_gran
 template <>
 struct wire<revoke_atom> : admission_wire<admission_revocation, &decode_admission_revocation> {};
 
+/// box_set_network_policy and box_get_network_policy (docs/network.md): host actions
+/// naming their workspace (`instance_uuid` and `workspace_uuid`, both optional: "" is
+/// the workspace of requests without a context). A set carries `policy` (an object, or
+/// null to clear it) or `profile` (a box.network_profiles name), never both.
+template <>
+struct wire<netpol_atom> {
+  static std::optional<network_policy_request> decode(connection_env& env, const element& data,
+                                                      const action_context*, done_fn& done) {
+    network_policy_request req;
+    req.set = env.action == "box_set_network_policy";
+    auto refuse = [&](std::string text) {
+      done(failure({ec::validation, std::move(text)}));
+      return std::nullopt;
+    };
+    for (const char* key : {"instance_uuid", "workspace_uuid"}) {
+      auto v = lookup(data, key);
+      if (!v || v->is_null())
+        continue;
+      std::string_view s;
+      if (v->get_string().get(s) != simdjson::SUCCESS || s.size() > 256)
+        return refuse(std::string{key} + " must be a string of at most 256 characters");
+      (std::string_view{key} == "instance_uuid" ? req.instance_uuid : req.workspace_uuid) = std::string{s};
+    }
+    if (!req.set)
+      return req;
+    auto policy = lookup(data, "policy");
+    auto profile = lookup(data, "profile");
+    bool has_policy = policy.has_value(), has_profile = profile && !profile->is_null();
+    if (has_policy == has_profile)
+      return refuse("box_set_network_policy takes either policy (an object, or null to clear it) or profile");
+    if (has_profile) {
+      std::string_view s;
+      if (profile->get_string().get(s) != simdjson::SUCCESS || s.empty() || s.size() > 128)
+        return refuse("profile must be the name of one of box.network_profiles");
+      req.profile = std::string{s};
+    } else if (!policy->is_null()) {
+      auto p = decode_network_policy(*policy, "policy");
+      if (!p) {
+        done(failure(p.error()));
+        return std::nullopt;
+      }
+      if (!p->profile.empty())
+        return refuse("policy.profile is set by boxd: name the profile with profile instead");
+      req.policy = encode_network_policy(p.value());
+    }
+    return req;
+  }
+
+  static std::string encode(const network_policy_reply& r) {
+    json::writer w;
+    w.begin_object();
+    w.key("workspace_uuid").value(r.workspace_uuid);
+    w.key("policy");
+    r.policy.empty() ? w.null() : w.raw(r.policy);
+    w.key("effective");
+    r.effective.empty() ? w.null() : w.raw(r.effective);
+    w.key("source").value(r.source);
+    w.end_object();
+    return w.take();
+  }
+};
+
 /// One tenant action's round trip: decode, ask the directory, encode.
 template <class Atom>
 void routed(connection_env& env, const element& data, const action_context* ctx, done_fn done) {
@@ -692,6 +755,9 @@ constexpr action_def action_table[] = {
   // boxd's extension: every session of this node (boxctl ps; docs/operations.md).
   {"box_list_all_sessions", scope::host, do_list_all_sessions},
   {"box_put_workspace_entitlement", scope::host, routed<entitle_atom>},
+  // boxd's extension: a workspace's egress policy (docs/network.md).
+  {"box_set_network_policy", scope::host, routed<netpol_atom>},
+  {"box_get_network_policy", scope::host, routed<netpol_atom>},
   // Tenant sandbox actions (§2.3).
   {"box_status", scope::tenant, routed<status_atom>},
   {"box_get_storage_analysis", scope::tenant, routed<storage_atom>},

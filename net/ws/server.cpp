@@ -3,6 +3,9 @@
 // threads. The socket helpers every session uses are defined here.
 #include "net/ws/server_core.hpp"
 
+#include "backends/linux/egress.hpp"
+#include "messages/time.hpp"
+
 namespace boxrt::net {
 
 /// malloc_trim holds the allocator's locks while it runs: at most once a second.
@@ -241,6 +244,11 @@ uint16_t server::start() {
       throw std::runtime_error(why);
     spdlog::info("net: audit log {} ({} files of at most {} bytes{})", d.opts.audit.path, d.opts.audit.files,
                  d.opts.audit.max_bytes, d.opts.audit.commands ? ", with command texts" : "");
+    // Each connection an egress policy refused (docs/network.md), as its own line.
+    egress::service::global().set_observer([log = std::weak_ptr<audit_log>{d.audit}](const egress::denial& x) {
+      if (auto a = log.lock())
+        a->append(egress_audit_line(x.scope, x.name, x.address, x.port, x.reason, wall_now_us()), {});
+    });
   }
   if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
     d.fd_limit = static_cast<size_t>(lim.rlim_cur);

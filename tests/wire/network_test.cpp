@@ -100,9 +100,12 @@ def serve(c):
 while True:
     c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
 )";
-    // Answers A queries for echo.boxrt.test with 10.203.0.1 and NXDOMAIN otherwise.
+    // Answers A queries for the names of `names` and NXDOMAIN otherwise (no AAAA).
     std::ofstream{dir / "dns.py"} << R"(
 import socket, struct
+names = {'echo.boxrt.test': '10.203.0.10', 'allowed.test': '10.203.0.20', 'other.allowed.test': '10.203.0.21',
+         'denied.test': '10.203.0.22', 'rebind.allowed.test': '10.203.0.2', 'loop.allowed.test': '127.0.0.1',
+         'meta.allowed.test': '169.254.169.254'}
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.203.0.10', 53))
 open(__file__ + '.ready', 'w').close()
 while True:
@@ -113,17 +116,81 @@ while True:
         labels.append(q[i + 1:i + 1 + q[i]].decode()); i += 1 + q[i]
     question = q[12:i + 5]
     qtype = struct.unpack('!H', q[i + 1:i + 3])[0]
-    if '.'.join(labels) == 'echo.boxrt.test' and qtype == 1:
-        answer = b'\xc0\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton('10.203.0.10')
+    name = '.'.join(labels).lower()
+    if name in names and qtype == 1:
+        answer = b'\xc0\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton(names[name])
         s.sendto(struct.pack('!HHHHHH', tid, 0x8180, 1, 1, 0, 0) + question + answer, peer)
+    elif name in names:
+        s.sendto(struct.pack('!HHHHHH', tid, 0x8180, 1, 0, 0, 0) + question, peer)
     else:
         s.sendto(struct.pack('!HHHHHH', tid, 0x8183, 1, 0, 0, 0) + question, peer)
 )";
+    // HTTP on 80 and HTTPS on 443 (a test CA's certificate for every name) answering
+    // "<Host>@<the address it was reached on>", /bytes/N with N bytes; UDP echo on 9999.
+    std::ofstream{dir / "web.py"} << R"(
+import os, socket, ssl, threading
+d = os.path.dirname(os.path.abspath(__file__))
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(d + '/server.pem', d + '/server.key')
+def handle(c, tls):
+    try:
+        if tls:
+            c = ctx.wrap_socket(c, server_side=True)
+        data = b''
+        while b'\r\n\r\n' not in data:
+            chunk = c.recv(4096)
+            if not chunk:
+                return
+            data += chunk
+        host = ''
+        for line in data.split(b'\r\n')[1:]:
+            if line.lower().startswith(b'host:'):
+                host = line[5:].strip().decode()
+        path = data.split(b' ')[1].decode()
+        n = int(path[7:]) if path.startswith('/bytes/') else None
+        body = None if n is not None else ('%s@%s' % (host, c.getsockname()[0])).encode()
+        c.sendall(('HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % (len(body) if body else n)).encode())
+        if body:
+            c.sendall(body)
+        else:
+            block = b'x' * 65536
+            while n > 0:
+                c.sendall(block[:min(n, 65536)]); n -= min(n, 65536)
+        c.close()
+    except Exception:
+        pass
+def serve(port, tls):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', port)); s.listen(64)
+    while True:
+        c, _ = s.accept(); threading.Thread(target=handle, args=(c, tls), daemon=True).start()
+def udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('10.203.0.22', 9999))
+    while True:
+        data, peer = u.recvfrom(2048); u.sendto(b'udp:' + data, peer)
+for port, tls in ((80, False), (443, True)):
+    threading.Thread(target=serve, args=(port, tls), daemon=True).start()
+threading.Thread(target=udp, daemon=True).start()
+open(__file__ + '.ready', 'w').close()
+threading.Event().wait()
+)";
+    const auto d = dir.string();
+    BOOST_REQUIRE_EQUAL(
+      sh("set -e; cd " + d + "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
+         " -subj /CN=boxrt-test-ca -keyout ca.key -out ca.pem 2>/dev/null;"
+         " openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=allowed.test"
+         " -keyout server.key -out server.csr 2>/dev/null;"
+         " printf 'subjectAltName=DNS:allowed.test,DNS:other.allowed.test,DNS:denied.test,DNS:rebind.allowed.test\\n' > san.ext;"
+         " openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext"
+         " -out server.pem 2>/dev/null"),
+      0);
+    BOOST_REQUIRE_EQUAL(sh("set -e; for a in 20 21 22; do ip -n " + upstream + " addr add 10.203.0.$a/24 dev " + vu
+                           + "; done"),
+                        0);
+    BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "web.py").string() + " >/dev/null 2>&1 &"), 0);
     BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "echo.py").string() + " >/dev/null 2>&1 &"), 0);
     BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "dns.py").string() + " >/dev/null 2>&1 &"), 0);
     // Both serve before any sandbox tries them.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
-    while (!fs::exists(dir / "echo.py.ready") || !fs::exists(dir / "dns.py.ready")) {
+    while (!fs::exists(dir / "echo.py.ready") || !fs::exists(dir / "dns.py.ready") || !fs::exists(dir / "web.py.ready")) {
       BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
                             "the upstream echo and DNS servers did not start");
       std::this_thread::sleep_for(std::chrono::milliseconds{20});
@@ -137,7 +204,8 @@ while True:
     ::close(outer_ns);
     // The bracket keeps each pattern from matching this very shell's command line
     // (which would end the shell before the second pkill runs).
-    sh("pkill -f '" + dir.string() + "/[e]cho.py'; pkill -f '" + dir.string() + "/[d]ns.py'");
+    sh("pkill -f '" + dir.string() + "/[e]cho.py'; pkill -f '" + dir.string() + "/[d]ns.py'; pkill -f '" + dir.string()
+       + "/[w]eb.py'");
     sh("ip netns del " + outer + " 2>/dev/null; ip netns del " + upstream + " 2>/dev/null");
     std::error_code err;
     fs::remove_all("/etc/netns/" + outer, err);
@@ -326,5 +394,287 @@ print(json.dumps(r))
   client.close();
   BOOST_TEST(boxd->stop() == 0);
 }
+
+namespace {
+
+/// What a sandbox under an egress policy tries (docs/network.md "Egress policy"): each
+/// check's outcome is "ok:<answer>" or "refused:<exception>"; a timeout shows as
+/// "refused:timeout" (socket.timeout) and fails the checks that must be refused at once.
+const std::string egress_probe = R"(
+import json, os, socket, ssl, struct, sys, time
+open('/tmp/ca.pem', 'w').write(os.environ['CA'])
+ctx = ssl.create_default_context(cafile='/tmp/ca.pem')
+r = {}
+def run(name, fn):
+    try:
+        r[name] = 'ok:' + fn()
+    except socket.timeout:
+        r[name] = 'refused:timeout'
+    except Exception as e:
+        r[name] = 'refused:' + type(e).__name__
+def read_all(s):
+    data = b''
+    while True:
+        c = s.recv(65536)
+        if not c:
+            return data
+        data += c
+def answer(data):
+    head, _, body = data.partition(b'\r\n\r\n')
+    status = head.split(b'\r\n')[0].decode()
+    return body.decode() if ' 200 ' in status else status
+def http(host, addr=None, port=80):
+    s = socket.create_connection((addr or host, port), 5)
+    s.sendall(('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % host).encode())
+    return answer(read_all(s))
+def http_no_host(addr):
+    s = socket.create_connection((addr, 80), 5)
+    s.sendall(b'GET / HTTP/1.0\r\n\r\n')
+    return answer(read_all(s))
+def https(sni, addr=None):
+    s = socket.create_connection((addr or sni, 443), 5)
+    t = ctx.wrap_socket(s, server_hostname=sni)
+    t.sendall(('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % sni).encode())
+    return answer(read_all(t))
+def tcp(addr, port):
+    s = socket.create_connection((addr, port), 5)
+    s.sendall(b'ping')
+    return read_all(s).decode() or 'closed'
+def udp(addr, port):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5); u.connect((addr, port))
+    u.send(b'hi')
+    return u.recv(100).decode()
+def dns_direct(name, server):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5)
+    q = struct.pack('!HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0) + b''.join(bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0\0\1\0\1'
+    u.sendto(q, (server, 53))
+    return 'rcode=%d' % (u.recv(512)[3] & 15)
+def ipv6(addr):
+    s = socket.socket(socket.AF_INET6); s.settimeout(5); s.connect((addr, 80))
+    return 'connected'
+checks = json.loads(os.environ['CHECKS'])
+for name, call in checks:
+    fn, args = call[0], call[1:]
+    run(name, lambda: globals()[fn](*args) if fn != 'resolve' else socket.gethostbyname(args[0]))
+print(json.dumps(r))
+)";
+
+/// Runs `checks` ([name, [function, args...]], see egress_probe) in `session` of `ws`.
+std::map<std::string, std::string> probe_egress(net::rpc_client& client, const std::string& ws,
+                                                const std::string& session, const std::string& ca,
+                                                const std::string& checks) {
+  std::string cmd = "python3 - <<'EOF'\n" + egress_probe + "\nEOF";
+  auto r = client.call("box_exec",
+                       R"({"session_id":")" + session + R"(","network":"on","persistent":true,"timeout_sec":120,"cmd":)"
+                         + json_string(cmd) + R"(,"env":{"CA":)" + json_string(ca) + R"(,"CHECKS":)" + json_string(checks)
+                         + "}}",
+                       ctx(ws));
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.message);
+  simdjson::dom::parser parser;
+  auto text = stdout_of(r);
+  simdjson::dom::object seen;
+  BOOST_REQUIRE_MESSAGE(parser.parse(text).get_object().get(seen) == simdjson::SUCCESS, text);
+  std::map<std::string, std::string> out;
+  for (auto field : seen)
+    out[std::string{field.key}] = std::string{field.value.get_string().value()};
+  return out;
+}
+
+/// GET `path` from boxd (in the calling thread's namespace).
+std::string http_get(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    auto req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + "\r\n\r\n";
+    (void)::write(fd, req.data(), req.size());
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+      out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in{p};
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+bool refused_at_once(const std::string& outcome) {
+  return outcome.starts_with("refused:") && outcome != "refused:timeout";
+}
+
+void egress_policy_scenario(const std::string& driver) {
+  test_network net;
+  const auto ca = slurp(net.dir / "ca.pem");
+  const std::string box = R"({"backend": ")" + driver + R"(", "local": {"host_root": "box"},
+    "network_egress": {"resolvers": ["10.203.0.10"]},
+    "network_profiles": {"wide": {"allow_domains": ["allowed.test", "*.allowed.test"]}}})";
+  const std::string server = R"(, "listen": "0.0.0.0:0", "control_token": ")" + token + R"(", "audit_log": "audit.log")";
+  std::unique_ptr<boxd_process> boxd;
+  net.in_outer([&] {
+    boxd = std::make_unique<boxd_process>(box, server, std::vector<std::string>{"ip", "netns", "exec", net.outer});
+    return 0;
+  });
+  auto port = std::stoi(boxd->url().substr(boxd->url().rfind(':') + 1));
+  net::rpc_client client;
+  net.in_outer([&] {
+    client.connect({"ws://127.0.0.1:" + std::to_string(port), token, "instance-n"});
+    return 0;
+  });
+  auto set_policy = [&](const std::string& ws, const std::string& body) {
+    return client.call("box_set_network_policy",
+                       R"({"instance_uuid":"instance-n","workspace_uuid":")" + ws + R"(",)" + body + "}");
+  };
+  // Bad input: a typed error, nothing stored.
+  auto bad = set_policy("tenant-a", R"("policy":{"allow_domains":["ex ample.com"]})");
+  BOOST_TEST(bad.code != 0);
+  BOOST_TEST(bad.message.find("policy.allow_domains[0]") != std::string::npos, bad.message);
+  auto unknown = set_policy("tenant-a", R"("profile":"nope")");
+  BOOST_TEST(unknown.message.find("unknown network profile \"nope\"") != std::string::npos, unknown.message);
+  auto none = client.call("box_get_network_policy", R"({"instance_uuid":"instance-n","workspace_uuid":"tenant-a"})");
+  BOOST_TEST(none.data_json.find(R"("source":"none")") != std::string::npos, none.data_json);
+
+  // Before the sandbox starts: its rules hold before its first command.
+  auto set = set_policy("tenant-a", R"("policy":{"allow_domains":["allowed.test","rebind.allowed.test","loop.allowed.test","meta.allowed.test"]})");
+  BOOST_REQUIRE_MESSAGE(set.code == 0, set.message);
+  BOOST_TEST(set.data_json.find(R"("source":"workspace")") != std::string::npos, set.data_json);
+  // A process and a file that must outlive the policy changes below.
+  BOOST_REQUIRE(client.call("box_exec", R"({"session_id":"a","network":"on","persistent":true,"cmd":"echo kept > /tmp/marker"})",
+                            ctx("tenant-a")).code == 0);
+  auto proc = client.call("box_start_managed_process",
+                          R"({"session_id":"a","spec":{"command":"sleep","args":["600"]}})", ctx("tenant-a"));
+  BOOST_REQUIRE_MESSAGE(proc.code == 0, proc.message);
+
+  const std::string boxd_port = std::to_string(port);
+  auto seen = probe_egress(client, "tenant-a", "a", ca, R"([
+    ["resolve_allowed", ["resolve", "allowed.test"]],
+    ["http_allowed", ["http", "allowed.test"]],
+    ["https_allowed", ["https", "allowed.test"]],
+    ["resolve_other", ["resolve", "other.allowed.test"]],
+    ["resolve_denied", ["resolve", "denied.test"]],
+    ["dns_direct_denied", ["dns_direct", "denied.test", "10.203.0.10"]],
+    ["dns_direct_allowed", ["dns_direct", "allowed.test", "10.203.0.10"]],
+    ["http_denied_by_ip", ["http", "denied.test", "10.203.0.22"]],
+    ["http_by_ip_no_host", ["http_no_host", "10.203.0.22"]],
+    ["https_denied_by_ip", ["https", "denied.test", "10.203.0.22"]],
+    ["https_allowed_sni_to_denied_ip", ["https", "allowed.test", "10.203.0.22"]],
+    ["http_allowed_host_to_denied_ip", ["http", "allowed.test", "10.203.0.22"]],
+    ["port_not_allowed", ["tcp", "10.203.0.20", 7007]],
+    ["udp", ["udp", "10.203.0.22", 9999]],
+    ["ipv6", ["ipv6", "fd00:203::22"]],
+    ["rebind_by_rules", ["http", "rebind.allowed.test"]],
+    ["rebind_by_filter", ["http", "rebind.allowed.test", "10.203.0.20"]],
+    ["loopback_by_filter", ["http", "loop.allowed.test", "10.203.0.20"]],
+    ["metadata_by_rules", ["http", "meta.allowed.test"]],
+    ["metadata_by_filter", ["http", "meta.allowed.test", "10.203.0.20"]],
+    ["boxd_on_veth", ["tcp", "10.203.0.2", )" + boxd_port + R"(]],
+    ["boxd_via_gateway", ["tcp", "10.0.2.2", )" + boxd_port + R"(]]
+  ])");
+  auto v = [&](const char* k) { return seen.count(k) ? seen[k] : std::string{"<missing>"}; };
+  BOOST_TEST(v("resolve_allowed") == "ok:10.203.0.20");
+  BOOST_TEST(v("http_allowed") == "ok:allowed.test@10.203.0.20");
+  BOOST_TEST(v("https_allowed") == "ok:allowed.test@10.203.0.20");
+  BOOST_TEST(v("dns_direct_allowed") == "ok:rcode=0");
+  // Unlisted: no name, and its address reaches nothing, however it is asked.
+  BOOST_TEST(v("resolve_other") == "refused:gaierror");
+  BOOST_TEST(v("resolve_denied") == "refused:gaierror");
+  BOOST_TEST(v("dns_direct_denied") == "ok:rcode=3");
+  BOOST_TEST(v("http_denied_by_ip") == "ok:HTTP/1.1 403 Forbidden");
+  BOOST_TEST(v("http_by_ip_no_host") == "ok:HTTP/1.1 403 Forbidden");
+  BOOST_TEST(refused_at_once(v("https_denied_by_ip")), v("https_denied_by_ip"));
+  // An allowed name sent to the unlisted address reaches the allowed host, never that one.
+  BOOST_TEST(v("https_allowed_sni_to_denied_ip") == "ok:allowed.test@10.203.0.20");
+  BOOST_TEST(v("http_allowed_host_to_denied_ip") == "ok:allowed.test@10.203.0.20");
+  for (const char* k : {"port_not_allowed", "udp", "ipv6", "rebind_by_rules", "metadata_by_rules", "boxd_on_veth",
+                        "boxd_via_gateway"})
+    BOOST_TEST(refused_at_once(v(k)), k << ": " << v(k));
+  for (const char* k : {"rebind_by_filter", "loopback_by_filter", "metadata_by_filter"})
+    BOOST_TEST(v(k) == "ok:HTTP/1.1 403 Forbidden", k << ": " << v(k));
+
+  // A change reaches the running sandbox by the time its reply comes; processes and
+  // files stay.
+  auto t0 = std::chrono::steady_clock::now();
+  auto wide = set_policy("tenant-a", R"("profile":"wide")");
+  auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_REQUIRE_MESSAGE(wide.code == 0, wide.message);
+  BOOST_TEST_MESSAGE("box_set_network_policy on a running sandbox: " << took_ms << " ms");
+  auto after = probe_egress(client, "tenant-a", "a", ca, R"([["https_other", ["https", "other.allowed.test"]],
+    ["resolve_denied", ["resolve", "denied.test"]]])");
+  BOOST_TEST(after["https_other"] == "ok:other.allowed.test@10.203.0.21");
+  BOOST_TEST(after["resolve_denied"] == "refused:gaierror");
+  BOOST_TEST(stdout_of(client.call("box_exec", R"({"session_id":"a","network":"on","persistent":true,"cmd":"cat /tmp/marker"})",
+                                   ctx("tenant-a"))) == "kept");
+  auto still = client.call("box_get_managed_process", R"({"session_id":"a"})", ctx("tenant-a"));
+  BOOST_TEST(still.data_json.find(R"("status":"running")") != std::string::npos, still.data_json);
+  auto got = client.call("box_get_network_policy", R"({"instance_uuid":"instance-n","workspace_uuid":"tenant-a"})");
+  BOOST_TEST(got.data_json.find(R"("profile":"wide")") != std::string::npos, got.data_json);
+
+  // Another workspace's sandbox has no policy: today's behaviour.
+  auto other = probe_egress(client, "tenant-b", "b", ca, R"([["http_denied", ["http", "denied.test"]],
+    ["udp", ["udp", "10.203.0.22", 9999]]])");
+  BOOST_TEST(other["http_denied"] == "ok:denied.test@10.203.0.22");
+  BOOST_TEST(other["udp"] == "ok:udp:hi");
+
+  // Counted without names, and each refused connection audited.
+  std::string metrics;
+  net.in_outer([&] {
+    metrics = http_get(port, "/metrics");
+    return 0;
+  });
+  BOOST_TEST(metrics.find(R"(boxd_egress_connections_total{decision="deny",reason="domain"})") != std::string::npos);
+  BOOST_TEST(metrics.find(R"(boxd_egress_connections_total{decision="allow",reason="domain"})") != std::string::npos);
+  BOOST_TEST(metrics.find(R"(boxd_egress_lookups_total{decision="deny",reason="domain"})") != std::string::npos);
+  BOOST_TEST(metrics.find("denied.test") == std::string::npos);
+  auto audit = slurp(boxd->dir() / "audit.log");
+  BOOST_TEST(audit.find(R"("action":"egress")") != std::string::npos);
+  BOOST_TEST(audit.find(R"("name":"denied.test")") != std::string::npos);
+  BOOST_TEST(audit.find(R"("reason":"address")") != std::string::npos);
+
+  // Cleared: today's behaviour again, in the same sandbox.
+  auto cleared = set_policy("tenant-a", R"("policy":null)");
+  BOOST_REQUIRE_MESSAGE(cleared.code == 0, cleared.message);
+  BOOST_TEST(cleared.data_json.find(R"("source":"none")") != std::string::npos, cleared.data_json);
+  auto open = probe_egress(client, "tenant-a", "a", ca, R"([["http_denied", ["http", "denied.test"]],
+    ["udp", ["udp", "10.203.0.22", 9999]], ["boxd_on_veth", ["tcp", "10.203.0.2", )" + boxd_port + R"(]]])");
+  BOOST_TEST(open["http_denied"] == "ok:denied.test@10.203.0.22");
+  BOOST_TEST(open["udp"] == "ok:udp:hi");
+  BOOST_TEST(refused_at_once(open["boxd_on_veth"]), open["boxd_on_veth"]);
+
+  // Durable: kept across a restart, and a new sandbox starts under it.
+  BOOST_REQUIRE(set_policy("tenant-a", R"("profile":"wide")").code == 0);
+  client.close();
+  auto dir = boxd->dir();
+  BOOST_TEST(boxd->stop() == 0);
+  net.in_outer([&] {
+    boxd = std::make_unique<boxd_process>(box, server, std::vector<std::string>{"ip", "netns", "exec", net.outer}, dir);
+    return 0;
+  });
+  port = std::stoi(boxd->url().substr(boxd->url().rfind(':') + 1));
+  net::rpc_client again;
+  net.in_outer([&] {
+    again.connect({"ws://127.0.0.1:" + std::to_string(port), token, "instance-n"});
+    return 0;
+  });
+  auto kept = again.call("box_get_network_policy", R"({"instance_uuid":"instance-n","workspace_uuid":"tenant-a"})");
+  BOOST_TEST(kept.data_json.find(R"("profile":"wide")") != std::string::npos, kept.data_json);
+  auto restarted = probe_egress(again, "tenant-a", "c", ca, R"([["https_other", ["https", "other.allowed.test"]],
+    ["http_denied", ["http", "denied.test", "10.203.0.22"]]])");
+  BOOST_TEST(restarted["https_other"] == "ok:other.allowed.test@10.203.0.21");
+  BOOST_TEST(restarted["http_denied"] == "ok:HTTP/1.1 403 Forbidden");
+  again.close();
+  BOOST_TEST(boxd->stop() == 0);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_egress_policy_holds_on_bwrap) { egress_policy_scenario("bwrap"); }
+BOOST_AUTO_TEST_CASE(an_egress_policy_holds_on_nsjail) { egress_policy_scenario("nsjail"); }
 
 BOOST_AUTO_TEST_SUITE_END()
