@@ -1,5 +1,7 @@
 #include "actors/directory.hpp"
 
+#include "backends/sandbox/sandbox.hpp"
+
 #include <algorithm>
 #include <deque>
 #include <functional>
@@ -567,7 +569,11 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
         if (auto err = validate_required_policy(next.admission, st.args.testing))
           next.admission_error = err.message;
       }
+      bool network_changed = !(next.network == current.network);
       st.settings.config = std::move(next);
+      // The egress service follows box.network_* (docs/network.md) at once.
+      if (network_changed)
+        configure_egress(st.settings.config.network);
       broadcast_settings(self);
       // The readiness verdict is recomputed for the new config before the reply.
       auto rp = self->make_response_promise<bool>();

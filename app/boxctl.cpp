@@ -47,15 +47,16 @@ const std::vector<command_def>& commands() {
   static const std::vector<command_def> defs = {
     {"health", "health", "boxd's backend and readiness (box_health)", {}, ""},
     {"status", "status", "this workspace's status and sessions (box_status)", {}, ""},
-    {"exec", "exec [--session ID] [--timeout SEC] [--workdir DIR] [-i] [--stream|--no-stream] [--] CMD...",
+    {"exec", "exec [--session ID] [--timeout SEC] [--workdir DIR] [--network on|off] [-i] [--stream|--no-stream] [--] CMD...",
      "run a command in a session",
-     {"--session", "--timeout", "--workdir", "-i", "--stream", "--no-stream"},
+     {"--session", "--timeout", "--workdir", "--network", "-i", "--stream", "--no-stream"},
      "Runs CMD in the session (default \"boxctl\") and exits with its code: 124 on its\n"
      "timeout, 1 when it was ended otherwise. One argument is a shell command line;\n"
      "several are one command and its arguments, each quoted for sh. Options go before\n"
      "`--`; what follows it is the command, whatever it looks like.\n"
      "  --timeout SEC   the command's timeout_sec (boxd's default when absent)\n"
      "  --workdir DIR   where it runs (inside the sandbox)\n"
+     "  --network on    a session with its own network (standard mode; docs/network.md)\n"
      "  -i              pass this standard input to the command (at most 64 MiB; it is\n"
      "                  written to the session's workspace as a file with the file\n"
      "                  actions, opened as the command's stdin and removed before it runs)\n"
@@ -81,6 +82,16 @@ const std::vector<command_def>& commands() {
     {"entitlement", "entitlement put FILE.json", "push an entitlement snapshot", {}, ""},
     {"grant", "grant put FILE.json", "push a sandbox admission grant", {}, ""},
     {"revoke", "revoke FILE.json", "push a sandbox admission revocation", {}, ""},
+    {"network", "network get | set FILE.json | set --profile NAME | clear", "a workspace's egress policy",
+     {"--profile"},
+     "The egress policy of --instance/--workspace (docs/network.md), a host-control action:\n"
+     "  get                  the workspace's own policy, the one in force and its source\n"
+     "  set FILE.json        the policy in FILE.json (- reads stdin), in force in its running\n"
+     "                       sandboxes when this returns\n"
+     "  set --profile NAME   one of boxd's box.network_profiles\n"
+     "  clear                back to boxd's default (box.network_policy)\n"
+     "--workspace '' names the workspace of requests without a context (LangBot's\n"
+     "standard mode)."},
     {"metrics", "metrics", "boxd's /metrics scrape (Prometheus text format)", {}, ""},
     {"cluster", "cluster [owner]", "a cluster node's view; owner: who owns --instance/--workspace", {}, ""},
     {"version", "version", "boxctl's version, and boxd's from /healthz", {}, ""},
@@ -129,7 +140,8 @@ std::string command_help(const command_def& c) {
 
 /// Options with a value; every other option is a switch.
 const std::set<std::string_view> valued = {"--url",     "--token",   "--instance", "--workspace", "--generation",
-                                           "--session", "--timeout", "--workdir",  "--limit"};
+                                           "--session", "--timeout", "--workdir",  "--limit",
+                                           "--network", "--profile"};
 const std::set<std::string_view> global_options = {"--url",  "--token", "--instance", "--workspace",
                                                    "--generation", "--json", "--help", "--version"};
 /// Other spellings.
@@ -498,6 +510,12 @@ int exec_command(net::rpc_client& client, const parsed& p, const std::string& co
   }
   if (p.has("--workdir"))
     request += ",\"workdir\":" + json::quote(p.get("--workdir"));
+  if (p.has("--network")) {
+    const auto n = p.get("--network");
+    if (n != "on" && n != "off")
+      throw usage_error("--network takes on or off, not " + n);
+    request += ",\"network\":" + json::quote(n);
+  }
   request += "}";
   bool stream = ::isatty(STDOUT_FILENO) == 1;
   if (p.has("--stream"))
@@ -706,6 +724,31 @@ int run(const parsed& p, net::client_options& opts) {
       throw usage_error("usage: boxctl " + std::string{def->synopsis});
     auto action = c == "grant" ? "box_upsert_sandbox_admission_grant" : "box_put_workspace_entitlement";
     return show(p, client.call(action, read_file(p.args[1])), fields);
+  }
+  if (c == "network") {
+    positional(1, 2);
+    const auto& verb = p.args[0];
+    auto data = "{\"instance_uuid\":" + json::quote(opts.instance)
+                + ",\"workspace_uuid\":" + json::quote(p.get("--workspace", "default"));
+    if (verb == "get" && p.args.size() == 1 && !p.has("--profile"))
+      return show(p, client.call("box_get_network_policy", data + "}"), fields);
+    if (verb == "clear" && p.args.size() == 1 && !p.has("--profile"))
+      return show(p, client.call("box_set_network_policy", data + ",\"policy\":null}"), fields);
+    if (verb == "set" && p.args.size() == 1 && p.has("--profile"))
+      return show(p, client.call("box_set_network_policy", data + ",\"profile\":" + json::quote(p.get("--profile")) + "}"),
+                  fields);
+    if (verb == "set" && p.args.size() == 2 && !p.has("--profile")) {
+      std::string policy;
+      if (p.args[1] == "-") {
+        std::stringstream buf;
+        buf << std::cin.rdbuf();
+        policy = buf.str();
+      } else {
+        policy = read_file(p.args[1]);
+      }
+      return show(p, client.call("box_set_network_policy", data + ",\"policy\":" + policy + "}"), fields);
+    }
+    throw usage_error("usage: boxctl " + std::string{def->synopsis});
   }
   if (c == "revoke") {
     positional(1, 1);

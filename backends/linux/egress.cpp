@@ -444,7 +444,10 @@ struct connection : std::enable_shared_from_this<connection> {
   int port = 0;
   std::vector<asio::ip::address> candidates;
   size_t candidate = 0;
-  std::array<char, 65536> up_buf{}, down_buf{};
+  // The relay's buffers, made when it starts: a connection still waiting for its first
+  // bytes costs only what it sent.
+  using relay_buffer = std::array<char, 32768>;
+  std::unique_ptr<relay_buffer> up_buf, down_buf;
   int open_directions = 2;
   bool done = false;
 
@@ -607,14 +610,16 @@ struct connection : std::enable_shared_from_this<connection> {
           me->close();
           return;
         }
-        me->pump(me->client, me->upstream, me->up_buf);
-        me->pump(me->upstream, me->client, me->down_buf);
+        me->up_buf = std::make_unique<relay_buffer>();
+        me->down_buf = std::make_unique<relay_buffer>();
+        me->pump(me->client, me->upstream, *me->up_buf);
+        me->pump(me->upstream, me->client, *me->down_buf);
       });
     });
   }
 
   /// Copies `from` to `to` until `from` ends, then half-closes `to`.
-  void pump(tcp::socket& from, tcp::socket& to, std::array<char, 65536>& buf) {
+  void pump(tcp::socket& from, tcp::socket& to, relay_buffer& buf) {
     auto me = shared_from_this();
     from.async_read_some(asio::buffer(buf), [me, &from, &to, &buf](boost::system::error_code e, size_t n) {
       if (me->done)
@@ -680,10 +685,26 @@ service& service::global() {
 }
 
 void service::configure(std::optional<network_policy> default_policy, limits lim) {
-  std::lock_guard lock{impl_->mtx};
-  impl_->fallback = default_policy ? std::make_shared<const network_policy>(std::move(*default_policy)) : nullptr;
-  impl_->resolvers = lim.resolvers;
-  impl_->lim = std::move(lim);
+  std::vector<std::shared_ptr<attachment::state>> follow;
+  {
+    std::lock_guard lock{impl_->mtx};
+    bool changed = (impl_->fallback == nullptr) != !default_policy
+                   || (impl_->fallback && default_policy && !(*impl_->fallback == *default_policy));
+    impl_->fallback = default_policy ? std::make_shared<const network_policy>(std::move(*default_policy)) : nullptr;
+    impl_->resolvers = lim.resolvers;
+    impl_->lim = std::move(lim);
+    // Running sandboxes that follow the default take the new one.
+    if (changed)
+      for (auto& [scope, weak] : impl_->attached)
+        if (auto s = weak.lock(); s && !impl_->own.contains(scope))
+          follow.push_back(std::move(s));
+  }
+  if (!follow.empty())
+    std::thread{[svc = impl_, follow = std::move(follow)] {
+      for (auto& s : follow)
+        if (auto e = svc->apply(*s))
+          spdlog::error("egress: {}: {}", s->scope, e.message);
+    }}.detach();
 }
 
 void service::set_observer(std::function<void(const denial&)> fn) {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import enum
 import json
 import os
 import signal
@@ -503,8 +504,35 @@ async def test_stdio_relay_through_a_node_that_does_not_own_the_workspace():
     c = Cluster({"backend": "bwrap"}, nodes=2)
     try:
         await relay_through_the_other_node(c, websockets, BoxManagedProcessSpec)
+        await network_policy_outlives_its_owner(c)
     finally:
         c.stop()
+
+
+class NetworkAction(enum.Enum):
+    SET = "box_set_network_policy"
+    GET = "box_get_network_policy"
+
+
+async def network_policy_outlives_its_owner(c):
+    """A workspace's egress policy (docs/network.md) is kept where the cluster keeps
+    admission state: set through one node, read back through the other after its owner
+    was killed."""
+    n1 = c.nodes["n1"]
+    ws = {"instance_uuid": INSTANCE, "workspace_uuid": "ws-net"}
+    policy = {"allow_domains": ["pypi.org", "*.pythonhosted.org"]}
+    async with BoxConnection(n1.url, TOKEN, INSTANCE) as a:
+        # A first use makes the workspace's owner; the policy goes to it through n1.
+        await a.client.execute(BoxSpec(session_id="s", cmd="true"), action_context=ctx("ws-net"))
+        r = await a.handler.call_action(NetworkAction.SET, {**ws, "policy": policy})
+        assert r["source"] == "workspace" and r["policy"]["allow_domains"] == ["*.pythonhosted.org", "pypi.org"], r
+    owner = c.nodes[n1.owner("ws-net")["owner"]]
+    survivor = next(n for n in c.nodes.values() if n is not owner)
+    owner.kill()
+    async with BoxConnection(survivor.url, TOKEN, INSTANCE) as s:
+        r = await s.handler.call_action(NetworkAction.GET, ws)
+        assert r["source"] == "workspace" and r["policy"]["allow_domains"] == ["*.pythonhosted.org", "pypi.org"], r
+    del c.nodes[owner.id]
 
 
 async def relay_through_the_other_node(c, websockets, BoxManagedProcessSpec):

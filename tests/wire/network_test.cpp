@@ -100,97 +100,20 @@ def serve(c):
 while True:
     c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
 )";
-    // Answers A queries for the names of `names` and NXDOMAIN otherwise (no AAAA).
-    std::ofstream{dir / "dns.py"} << R"(
-import socket, struct
-names = {'echo.boxrt.test': '10.203.0.10', 'allowed.test': '10.203.0.20', 'other.allowed.test': '10.203.0.21',
-         'denied.test': '10.203.0.22', 'rebind.allowed.test': '10.203.0.2', 'loop.allowed.test': '127.0.0.1',
-         'meta.allowed.test': '169.254.169.254'}
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('10.203.0.10', 53))
-open(__file__ + '.ready', 'w').close()
-while True:
-    q, peer = s.recvfrom(512)
-    tid, flags, qd = struct.unpack('!HHH', q[:6])
-    i, labels = 12, []
-    while q[i]:
-        labels.append(q[i + 1:i + 1 + q[i]].decode()); i += 1 + q[i]
-    question = q[12:i + 5]
-    qtype = struct.unpack('!H', q[i + 1:i + 3])[0]
-    name = '.'.join(labels).lower()
-    if name in names and qtype == 1:
-        answer = b'\xc0\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton(names[name])
-        s.sendto(struct.pack('!HHHHHH', tid, 0x8180, 1, 1, 0, 0) + question + answer, peer)
-    elif name in names:
-        s.sendto(struct.pack('!HHHHHH', tid, 0x8180, 1, 0, 0, 0) + question, peer)
-    else:
-        s.sendto(struct.pack('!HHHHHH', tid, 0x8183, 1, 0, 0, 0) + question, peer)
-)";
-    // HTTP on 80 and HTTPS on 443 (a test CA's certificate for every name) answering
-    // "<Host>@<the address it was reached on>", /bytes/N with N bytes; UDP echo on 9999.
-    std::ofstream{dir / "web.py"} << R"(
-import os, socket, ssl, threading
-d = os.path.dirname(os.path.abspath(__file__))
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(d + '/server.pem', d + '/server.key')
-def handle(c, tls):
-    try:
-        if tls:
-            c = ctx.wrap_socket(c, server_side=True)
-        data = b''
-        while b'\r\n\r\n' not in data:
-            chunk = c.recv(4096)
-            if not chunk:
-                return
-            data += chunk
-        host = ''
-        for line in data.split(b'\r\n')[1:]:
-            if line.lower().startswith(b'host:'):
-                host = line[5:].strip().decode()
-        path = data.split(b' ')[1].decode()
-        n = int(path[7:]) if path.startswith('/bytes/') else None
-        body = None if n is not None else ('%s@%s' % (host, c.getsockname()[0])).encode()
-        c.sendall(('HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % (len(body) if body else n)).encode())
-        if body:
-            c.sendall(body)
-        else:
-            block = b'x' * 65536
-            while n > 0:
-                c.sendall(block[:min(n, 65536)]); n -= min(n, 65536)
-        c.close()
-    except Exception:
-        pass
-def serve(port, tls):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', port)); s.listen(64)
-    while True:
-        c, _ = s.accept(); threading.Thread(target=handle, args=(c, tls), daemon=True).start()
-def udp():
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('10.203.0.22', 9999))
-    while True:
-        data, peer = u.recvfrom(2048); u.sendto(b'udp:' + data, peer)
-for port, tls in ((80, False), (443, True)):
-    threading.Thread(target=serve, args=(port, tls), daemon=True).start()
-threading.Thread(target=udp, daemon=True).start()
-open(__file__ + '.ready', 'w').close()
-threading.Event().wait()
-)";
+
     const auto d = dir.string();
-    BOOST_REQUIRE_EQUAL(
-      sh("set -e; cd " + d + "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
-         " -subj /CN=boxrt-test-ca -keyout ca.key -out ca.pem 2>/dev/null;"
-         " openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=allowed.test"
-         " -keyout server.key -out server.csr 2>/dev/null;"
-         " printf 'subjectAltName=DNS:allowed.test,DNS:other.allowed.test,DNS:denied.test,DNS:rebind.allowed.test\\n' > san.ext;"
-         " openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext"
-         " -out server.pem 2>/dev/null"),
-      0);
+    // The upstream servers (tests/wire/upstream/, shared with benchmarks/egress_bench.py).
+    const std::string up = BOXRT_TEST_UPSTREAM_DIR;
+    BOOST_REQUIRE_EQUAL(sh("sh " + up + "/certs.sh " + d), 0);
     BOOST_REQUIRE_EQUAL(sh("set -e; for a in 20 21 22; do ip -n " + upstream + " addr add 10.203.0.$a/24 dev " + vu
                            + "; done"),
                         0);
-    BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "web.py").string() + " >/dev/null 2>&1 &"), 0);
+    BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + up + "/web.py " + d + " >/dev/null 2>&1 &"), 0);
     BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "echo.py").string() + " >/dev/null 2>&1 &"), 0);
-    BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + (dir / "dns.py").string() + " >/dev/null 2>&1 &"), 0);
+    BOOST_REQUIRE_EQUAL(sh("ip netns exec " + upstream + " python3 " + up + "/dns.py " + d + " >/dev/null 2>&1 &"), 0);
     // Both serve before any sandbox tries them.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
-    while (!fs::exists(dir / "echo.py.ready") || !fs::exists(dir / "dns.py.ready") || !fs::exists(dir / "web.py.ready")) {
+    while (!fs::exists(dir / "echo.py.ready") || !fs::exists(dir / "dns.ready") || !fs::exists(dir / "web.ready")) {
       BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
                             "the upstream echo and DNS servers did not start");
       std::this_thread::sleep_for(std::chrono::milliseconds{20});
@@ -204,8 +127,8 @@ threading.Event().wait()
     ::close(outer_ns);
     // The bracket keeps each pattern from matching this very shell's command line
     // (which would end the shell before the second pkill runs).
-    sh("pkill -f '" + dir.string() + "/[e]cho.py'; pkill -f '" + dir.string() + "/[d]ns.py'; pkill -f '" + dir.string()
-       + "/[w]eb.py'");
+    sh("pkill -f '" + dir.string() + "/[e]cho.py'; pkill -f '[d]ns.py " + dir.string() + "$'; pkill -f '[w]eb.py "
+       + dir.string() + "$'");
     sh("ip netns del " + outer + " 2>/dev/null; ip netns del " + upstream + " 2>/dev/null");
     std::error_code err;
     fs::remove_all("/etc/netns/" + outer, err);
