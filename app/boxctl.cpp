@@ -480,8 +480,23 @@ int exec_command(net::rpc_client& client, const parsed& p, const std::string& co
   const auto session = p.get("--session", "boxctl");
   std::string cmd = command_line(p.args);
   std::string stdin_path;
+  std::string network;
+  if (p.has("--network")) {
+    network = p.get("--network");
+    if (network != "on" && network != "off")
+      throw usage_error("--network takes on or off, not " + network);
+  }
   if (p.has("-i")) {
     auto data = read_stdin();
+    // The file actions make a missing session with the defaults: one with another
+    // network is made first, by a command that does nothing.
+    if (!network.empty()) {
+      auto made = client.call("box_exec", "{\"session_id\":" + json::quote(session) + ",\"cmd\":\"true\",\"network\":"
+                                            + json::quote(network) + "}",
+                              context);
+      if (made.code != 0)
+        return fail("boxctl: " + made.message);
+    }
     // A name nothing in the sandbox can guess ahead.
     std::string name = ".boxctl-stdin-";
     {
@@ -510,12 +525,8 @@ int exec_command(net::rpc_client& client, const parsed& p, const std::string& co
   }
   if (p.has("--workdir"))
     request += ",\"workdir\":" + json::quote(p.get("--workdir"));
-  if (p.has("--network")) {
-    const auto n = p.get("--network");
-    if (n != "on" && n != "off")
-      throw usage_error("--network takes on or off, not " + n);
-    request += ",\"network\":" + json::quote(n);
-  }
+  if (!network.empty())
+    request += ",\"network\":" + json::quote(network);
   request += "}";
   bool stream = ::isatty(STDOUT_FILENO) == 1;
   if (p.has("--stream"))

@@ -13,7 +13,7 @@ veth pair to `up`, where tests/wire/upstream/ serves DNS and HTTP(S) for allowed
   MemTotal - MemAvailable.
 
 usage: BOXD=build/boxd BOXCTL=build/boxctl python3 benchmarks/egress_bench.py
-         [--driver bwrap|nsjail] [--mib 64] [--connections 40] [--sandboxes 10]
+         [--driver bwrap|nsjail] [--mib 64] [--connections 40] [--sandboxes 40]
 Root only."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def sh(cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def boxctl(*args: str, stdin: str | None = None) -> str:
     env = dict(os.environ, BOXCTL_URL=f"ws://127.0.0.1:{PORT}", LANGBOT_BOX_CONTROL_TOKEN=TOKEN)
-    r = subprocess.run(["ip", "netns", "exec", OUT, os.environ.get("BOXCTL", "build/boxctl"), *args],
+    r = subprocess.run(["ip", "netns", "exec", OUT, os.path.abspath(os.environ.get("BOXCTL", "build/boxctl")), *args],
                        input=stdin, capture_output=True, text=True, env=env, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(f"boxctl {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
@@ -108,7 +108,7 @@ def boxd_up(d: str, driver: str) -> subprocess.Popen:
     with open(f"{d}/boxd.json", "w") as f:
         json.dump(cfg, f)
     log = open(f"{d}/boxd.log", "w")
-    p = subprocess.Popen(["ip", "netns", "exec", OUT, os.environ.get("BOXD", "build/boxd"), "--config", f"{d}/boxd.json"],
+    p = subprocess.Popen(["ip", "netns", "exec", OUT, os.path.abspath(os.environ.get("BOXD", "build/boxd")), "--config", f"{d}/boxd.json"],
                          stdout=log, stderr=log, cwd=d)
     deadline = time.monotonic() + 60
     while True:
@@ -145,13 +145,18 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
-def host_used_kib() -> int:
+def meminfo() -> dict:
     info = {}
     with open("/proc/meminfo") as f:
         for line in f:
             k, v = line.split(":")
             info[k] = int(v.split()[0])
-    return info["MemTotal"] - info["MemAvailable"]
+    return info
+
+
+def host_used_kib() -> int:
+    m = meminfo()
+    return m["MemTotal"] - m["MemAvailable"]
 
 
 def stacks(pid: int) -> list[int]:
@@ -170,7 +175,7 @@ def measure(mode: str, args, ca: str, pid: int) -> dict:
     row = json.loads(out.strip().splitlines()[-1])
     # Memory: K more idle network-on sandboxes, each in a workspace of its own.
     sh("sync; echo 3 > /proc/sys/vm/drop_caches", check=False)
-    rss0, host0 = rss_kib(pid), host_used_kib()
+    rss0, host0, slab0 = rss_kib(pid), host_used_kib(), meminfo()["Slab"]
     for i in range(args.sandboxes):
         w = f"bench-{mode}-{i}"
         if mode == "policy":
@@ -180,6 +185,7 @@ def measure(mode: str, args, ca: str, pid: int) -> dict:
     k = args.sandboxes
     row["boxd_rss_kib_per_sandbox"] = (rss_kib(pid) - rss0) / k
     row["host_kib_per_sandbox"] = (host_used_kib() - host0) / k
+    row["slab_kib_per_sandbox"] = (meminfo()["Slab"] - slab0) / k
     pids = stacks(pid)
     row["slirp4netns_pss_kib_each"] = sum(pss_kib(p) for p in pids) / max(len(pids), 1)
     for i in range(args.sandboxes):
@@ -192,7 +198,7 @@ def main() -> int:
     ap.add_argument("--driver", default="bwrap")
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--connections", type=int, default=40)
-    ap.add_argument("--sandboxes", type=int, default=10)
+    ap.add_argument("--sandboxes", type=int, default=40)
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("egress_bench: needs root (network namespaces, sandboxes)", file=sys.stderr)
@@ -208,12 +214,12 @@ def main() -> int:
         print(f"egress ({args.driver}, {args.connections} HTTPS requests, {args.mib} MiB HTTPS download, "
               f"{args.sandboxes} idle sandboxes)")
         print("| policy | setup p50 / p90 ms | download MiB/s | boxd RSS KiB/sandbox | slirp4netns PSS KiB each "
-              "| host KiB/sandbox |")
-        print("|---|---|---|---|---|---|")
+              "| slab KiB/sandbox | host KiB/sandbox |")
+        print("|---|---|---|---|---|---|---|")
         for mode, r in rows.items():
             print(f"| {mode} | {r['setup_p50_ms']:.2f} / {r['setup_p90_ms']:.2f} | {r['mib_s']:.0f} | "
                   f"{r['boxd_rss_kib_per_sandbox']:.0f} | {r['slirp4netns_pss_kib_each']:.0f} | "
-                  f"{r['host_kib_per_sandbox']:.0f} |")
+                  f"{r['slab_kib_per_sandbox']:.0f} | {r['host_kib_per_sandbox']:.0f} |")
         return 0
     finally:
         for p in reversed(procs):
