@@ -77,6 +77,8 @@ struct directory_state {
   bool releasing = false;
   /// What the current backend was selected for: `backend` and `local.nsjail_path`.
   std::string selected_for;
+  /// box.network_* changed: the next probe job hands them to the egress service.
+  bool egress_dirty = false;
   /// A box_init arrived while a probe of the old config ran: probe again when it ends,
   /// selecting the backend again first when `reselect_next`.
   bool probe_again = false;
@@ -119,8 +121,13 @@ void submit_probe(self_ptr self, bool reselect = false) {
   st.probing = true;
   st.probe_fenced = st.args.probe_gate && !st.args.probe_gate();
   st.pending = reselect && st.args.select ? std::make_shared<backend_pick>() : nullptr;
+  std::optional<network_settings> egress;
+  if (std::exchange(st.egress_dirty, false))
+    egress = st.settings.config.network;
   auto job = [slot = st.backend, pending = st.pending, select = st.args.select,
-              config = st.settings.config] {
+              config = st.settings.config, egress = std::move(egress)] {
+    if (egress)
+      configure_egress(*egress);
     // A selected backend is probed here and installed by the directory afterwards.
     if (pending)
       *pending = select(config, slot->get());
@@ -569,11 +576,11 @@ directory_actor::behavior_type directory_behavior(self_ptr self, directory_args 
         if (auto err = validate_required_policy(next.admission, st.args.testing))
           next.admission_error = err.message;
       }
-      bool network_changed = !(next.network == current.network);
+      // The egress service follows box.network_* (docs/network.md) in the probe job
+      // below, before the reply.
+      if (!(next.network == current.network))
+        st.egress_dirty = true;
       st.settings.config = std::move(next);
-      // The egress service follows box.network_* (docs/network.md) at once.
-      if (network_changed)
-        configure_egress(st.settings.config.network);
       broadcast_settings(self);
       // The readiness verdict is recomputed for the new config before the reply.
       auto rp = self->make_response_promise<bool>();

@@ -699,12 +699,9 @@ void service::configure(std::optional<network_policy> default_policy, limits lim
         if (auto s = weak.lock(); s && !impl_->own.contains(scope))
           follow.push_back(std::move(s));
   }
-  if (!follow.empty())
-    std::thread{[svc = impl_, follow = std::move(follow)] {
-      for (auto& s : follow)
-        if (auto e = svc->apply(*s))
-          spdlog::error("egress: {}: {}", s->scope, e.message);
-    }}.detach();
+  for (auto& s : follow)
+    if (auto e = impl_->apply(*s))
+      spdlog::error("egress: {}: {}", s->scope, e.message);
 }
 
 void service::set_observer(std::function<void(const denial&)> fn) {

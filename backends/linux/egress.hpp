@@ -67,7 +67,9 @@ class service {
   /// The one service of this process (its thread starts with the first attachment).
   static service& global();
 
-  /// The operator's settings: the default policy (nullopt: none) and the limits.
+  /// The operator's settings: the default policy (nullopt: none) and the limits. A
+  /// changed default is applied to the running sandboxes that follow it before this
+  /// returns (an nft run each: blocking).
   void configure(std::optional<network_policy> default_policy, limits lim);
   /// Called on the service's thread for each refused connection.
   void set_observer(std::function<void(const denial&)> fn);

@@ -1,6 +1,5 @@
 #include "backends/linux/egress_parse.hpp"
 
-#include <resolv.h>
 
 #include <algorithm>
 #include <cctype>

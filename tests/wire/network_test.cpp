@@ -372,6 +372,16 @@ def dns_direct(name, server):
     q = struct.pack('!HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0) + b''.join(bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0\0\1\0\1'
     u.sendto(q, (server, 53))
     return 'rcode=%d' % (u.recv(512)[3] & 15)
+def silent(addr, port):
+    s = socket.create_connection((addr, port), 5)
+    return read_all(s).decode() or 'closed'
+def over_limit(addr, port, n):
+    held = [socket.create_connection((addr, port), 5) for _ in range(n)]
+    try:
+        return silent(addr, port)
+    finally:
+        for h in held:
+            h.close()
 def ipv6(addr):
     s = socket.socket(socket.AF_INET6); s.settimeout(5); s.connect((addr, 80))
     return 'connected'
@@ -437,7 +447,7 @@ void egress_policy_scenario(const std::string& driver) {
   test_network net;
   const auto ca = slurp(net.dir / "ca.pem");
   const std::string box = R"({"backend": ")" + driver + R"(", "local": {"host_root": "box"},
-    "network_egress": {"resolvers": ["10.203.0.10"]},
+    "network_egress": {"resolvers": ["10.203.0.10"], "header_timeout_ms": 1000, "max_connections": 8},
     "network_profiles": {"wide": {"allow_domains": ["allowed.test", "*.allowed.test"]}}})";
   const std::string server = R"(, "listen": "0.0.0.0:0", "control_token": ")" + token + R"(", "audit_log": "audit.log")";
   std::unique_ptr<boxd_process> boxd;
@@ -498,7 +508,9 @@ void egress_policy_scenario(const std::string& driver) {
     ["metadata_by_rules", ["http", "meta.allowed.test"]],
     ["metadata_by_filter", ["http", "meta.allowed.test", "10.203.0.20"]],
     ["boxd_on_veth", ["tcp", "10.203.0.2", )" + boxd_port + R"(]],
-    ["boxd_via_gateway", ["tcp", "10.0.2.2", )" + boxd_port + R"(]]
+    ["boxd_via_gateway", ["tcp", "10.0.2.2", )" + boxd_port + R"(]],
+    ["silent_past_header_timeout", ["silent", "10.203.0.20", 80]],
+    ["past_max_connections", ["over_limit", "10.203.0.20", 80, 8]]
   ])");
   auto v = [&](const char* k) { return seen.count(k) ? seen[k] : std::string{"<missing>"}; };
   BOOST_TEST(v("resolve_allowed") == "ok:10.203.0.20");
@@ -518,6 +530,10 @@ void egress_policy_scenario(const std::string& driver) {
   for (const char* k : {"port_not_allowed", "udp", "ipv6", "rebind_by_rules", "metadata_by_rules", "boxd_on_veth",
                         "boxd_via_gateway"})
     BOOST_TEST(refused_at_once(v(k)), k << ": " << v(k));
+  // Limits: a connection that names nothing is ended after header_timeout_ms, one past
+  // max_connections at once.
+  BOOST_TEST(v("silent_past_header_timeout") == "refused:ConnectionResetError");
+  BOOST_TEST(v("past_max_connections") == "refused:ConnectionResetError");
   for (const char* k : {"rebind_by_filter", "loopback_by_filter", "metadata_by_filter"})
     BOOST_TEST(v(k) == "ok:HTTP/1.1 403 Forbidden", k << ": " << v(k));
 
@@ -544,6 +560,18 @@ void egress_policy_scenario(const std::string& driver) {
     ["udp", ["udp", "10.203.0.22", 9999]]])");
   BOOST_TEST(other["http_denied"] == "ok:denied.test@10.203.0.22");
   BOOST_TEST(other["udp"] == "ok:udp:hi");
+  // The operator's default reaches it, running, by box_init's reply; and goes again.
+  auto init = client.call("box_init", R"({"network_policy":{"allow_domains":["denied.test"]}})");
+  BOOST_REQUIRE_MESSAGE(init.code == 0, init.message);
+  auto defaulted = probe_egress(client, "tenant-b", "b", ca, R"([["http_denied", ["http", "denied.test"]],
+    ["http_allowed", ["http", "allowed.test"]], ["udp", ["udp", "10.203.0.22", 9999]]])");
+  BOOST_TEST(defaulted["http_denied"] == "ok:denied.test@10.203.0.22");
+  BOOST_TEST(defaulted["http_allowed"] == "refused:gaierror");
+  BOOST_TEST(refused_at_once(defaulted["udp"]), defaulted["udp"]);
+  auto got_b = client.call("box_get_network_policy", R"({"instance_uuid":"instance-n","workspace_uuid":"tenant-b"})");
+  BOOST_TEST(got_b.data_json.find(R"("source":"default")") != std::string::npos, got_b.data_json);
+  BOOST_REQUIRE(client.call("box_init", R"({"network_policy":null})").code == 0);
+  BOOST_TEST(probe_egress(client, "tenant-b", "b", ca, R"([["udp", ["udp", "10.203.0.22", 9999]]])")["udp"] == "ok:udp:hi");
 
   // Counted without names, and each refused connection audited.
   std::string metrics;
