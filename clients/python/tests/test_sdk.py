@@ -156,6 +156,16 @@ async def test_sessions_and_host_calls(client):
     everything = await client.list_all_sessions()
     assert everything["truncated"] is False and isinstance(everything["sessions"], list)
     assert "capacity" in await ws.status()
+    # The workspace's egress policy (docs/network.md): set, read back, refused, cleared.
+    assert (await ws.network_policy())["source"] == "none"
+    set_ = await ws.set_network_policy({"allow_domains": ["PyPI.org"]})
+    assert set_["source"] == "workspace" and set_["policy"]["allow_domains"] == ["pypi.org"]
+    assert (await ws.network_policy())["effective"]["allow_ports"] == [80, 443]
+    with pytest.raises(boxrt.BoxValidationError) as bad:
+        await ws.set_network_policy({"allow_ports": [0]})
+    assert "policy.allow_ports[0]" in str(bad.value)
+    assert (await ws.network_policy())["policy"]["allow_domains"] == ["pypi.org"]
+    assert (await ws.set_network_policy(None))["source"] == "none"
 
 
 def test_the_sync_wrapper(boxd):

@@ -24,7 +24,7 @@ STREAM_WINDOW = 8
 SAFE_TO_RETRY = frozenset({
     "box_health", "box_get_backend_info", "box_status", "box_get_storage_analysis", "box_get_session",
     "box_get_sessions", "box_get_managed_process", "box_stat_file", "box_list_files", "box_read_file",
-    "box_list_all_sessions",
+    "box_list_all_sessions", "box_get_network_policy",
 })
 CALL_BYTES = 1 << 20
 TOKEN_HEADER = "X-LangBot-Box-Control-Token"
@@ -493,6 +493,26 @@ class Workspace:
 
     async def status(self) -> dict:
         return await self._call("box_status", {})
+
+    # The workspace's egress policy (docs/network.md): host-control calls naming it.
+    async def network_policy(self) -> dict:
+        """Its own policy, the one in force and where that comes from (``source``:
+        workspace, default or none)."""
+        return await self._client._request("box_get_network_policy", self._names(), None)
+
+    async def set_network_policy(self, policy: dict | None = None, *, profile: str | None = None) -> dict:
+        """Gives the workspace ``policy`` (``None`` clears it: back to boxd's default) or
+        one of boxd's ``box.network_profiles`` by name; in force in its running sandboxes
+        when this returns."""
+        data = self._names()
+        if profile is not None:
+            data["profile"] = profile
+        else:
+            data["policy"] = policy
+        return await self._client._request("box_set_network_policy", data, None)
+
+    def _names(self) -> dict:
+        return {"instance_uuid": self._client.instance, "workspace_uuid": self.workspace_id}
 
     async def skill_action(self, action: str, data: dict) -> dict:
         """A skill action of this workspace (``box_list_skills``, ``box_install_skill_zip``
