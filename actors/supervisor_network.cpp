@@ -39,9 +39,10 @@ network_policy_reply policy_reply(self_ptr self, const std::string& workspace) {
 } // namespace
 
 void publish_network_policy(self_ptr self) {
-  // No sandbox of this workspace runs yet: only the service's map changes.
-  if (auto& own = self->state.admission->network_policy())
-    egress::service::global().set_policy(self->state.admission->box_ns(), parsed(own));
+  // No sandbox of this workspace runs yet: only the service's map changes. A workspace
+  // without one clears what this process may still hold from an earlier owner.
+  egress::service::global().set_policy(self->state.admission->box_ns(),
+                                       parsed(self->state.admission->network_policy()));
 }
 
 caf::result<network_policy_reply> network_policy_action(self_ptr self, network_policy_request& req) {

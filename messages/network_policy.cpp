@@ -68,6 +68,22 @@ bool cidr::contains(int fam, const uint8_t* address) const {
   return true;
 }
 
+std::vector<std::string> without_covered(const std::vector<std::string>& cidrs) {
+  std::vector<cidr> all;
+  for (const auto& x : cidrs)
+    if (auto c = cidr::parse(x); c && std::find(all.begin(), all.end(), *c) == all.end())
+      all.push_back(*c);
+  std::vector<std::string> out;
+  for (const auto& a : all) {
+    bool covered = std::any_of(all.begin(), all.end(), [&](const cidr& b) {
+      return !(b == a) && b.prefix <= a.prefix && b.contains(a.family, a.bytes.data());
+    });
+    if (!covered)
+      out.push_back(a.text());
+  }
+  return out;
+}
+
 // -- names ---------------------------------------------------------------------------
 
 std::optional<std::string> normalize_dns_name(std::string_view name) {
@@ -210,6 +226,8 @@ result<network_policy> decode_network_policy(const element& v, std::string_view 
     }
   }
   sort_unique(out.allow_domains);
+  out.allow_cidrs = without_covered(out.allow_cidrs);
+  out.deny_cidrs = without_covered(out.deny_cidrs);
   sort_unique(out.allow_cidrs);
   sort_unique(out.deny_cidrs);
   sort_unique(out.allow_ports);

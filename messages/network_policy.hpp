@@ -49,6 +49,10 @@ struct network_policy {
   friend bool operator==(const network_policy&, const network_policy&) = default;
 };
 
+/// `cidrs` (texts cidr::parse reads; others are dropped) as canonical texts, without
+/// those another entry covers: nftables refuses overlapping intervals in one set.
+std::vector<std::string> without_covered(const std::vector<std::string>& cidrs);
+
 /// Limits on one policy: what a host may push, and what boxd keeps per workspace.
 inline constexpr size_t max_policy_domains = 256;
 inline constexpr size_t max_policy_cidrs = 256;

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <future>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -157,6 +158,20 @@ struct attachment::state : std::enable_shared_from_this<attachment::state> {
   std::set<std::shared_ptr<connection>> conns;
   int64_t lookups_waiting = 0;
   bool closed = false;
+  std::atomic<bool> detached{false};  // set first when the sandbox goes: no nft run any more
+  // Audit lines of refusals: a burst of 100, then 20 a second; the rest only counted.
+  double audit_tokens = 100;
+  std::chrono::steady_clock::time_point audit_refilled = std::chrono::steady_clock::now();
+
+  bool take_audit_token() {
+    auto now = std::chrono::steady_clock::now();
+    audit_tokens = std::min(100.0, audit_tokens + std::chrono::duration<double>(now - audit_refilled).count() * 20);
+    audit_refilled = now;
+    if (audit_tokens < 1)
+      return false;
+    audit_tokens -= 1;
+    return true;
+  }
   std::weak_ptr<service::impl> owner;
 };
 
@@ -178,7 +193,15 @@ struct service::impl : std::enable_shared_from_this<service::impl> {
     std::call_once(started, [this] {
       thread = std::thread{[this] {
         ::pthread_setname_np(::pthread_self(), "boxd-egress");
-        io.run();
+        // A handler that throws (out of memory) costs its connection, never boxd.
+        while (true) {
+          try {
+            io.run();
+            return;
+          } catch (const std::exception& e) {
+            spdlog::error("egress: {}", e.what());
+          }
+        }
       }};
       thread.detach();  // the process's own: it ends with boxd
     });
@@ -197,7 +220,7 @@ struct service::impl : std::enable_shared_from_this<service::impl> {
 
   std::vector<std::string> upstreams() const {
     std::lock_guard lock{mtx};
-    return resolvers.empty() ? system_resolvers() : resolvers;
+    return resolvers;
   }
 
   void report(const denial& d) {
@@ -211,6 +234,10 @@ struct service::impl : std::enable_shared_from_this<service::impl> {
   }
 
   box_error apply(attachment::state& s);
+  box_error run_nft(attachment::state& s, const std::string& text);
+  /// Ends the sandbox's relayed connections the policy now in force no longer allows;
+  /// returns once done (on the egress thread).
+  void sweep(std::shared_ptr<attachment::state> s);
   void upstream_lookup(std::string query, std::function<void(std::optional<std::string>)> done);
   void serve_dns(std::shared_ptr<attachment::state> s);
   void serve_filter(std::shared_ptr<attachment::state> s);
@@ -225,7 +252,7 @@ std::string rules_for(const refused_destinations& refused, const std::optional<n
     return out + nft_rules(refused);
   auto set_of = [](const std::vector<std::string>& xs, int family) {
     std::string s;
-    for (const auto& x : xs)
+    for (const auto& x : without_covered(xs))
       if (auto c = cidr::parse(x); c && c->family == family)
         s += (s.empty() ? "" : ", ") + c->text();
     return s;
@@ -271,10 +298,32 @@ std::string rules_for(const refused_destinations& refused, const std::optional<n
   return out;
 }
 
+/// Nothing but the sandbox's own addresses: what a sandbox gets when its policy's rules
+/// could not be installed.
+std::string lockdown_rules() {
+  return std::string{"add table inet boxrt\ndelete table inet boxrt\ntable inet boxrt {\n"}
+         + "  chain decide {\n    type filter hook output priority -200; policy accept;\n"
+         + "    ip daddr { 127.0.0.0/8, " + sandbox_address + " } accept\n    ip6 daddr ::1 accept\n"
+         + "    meta l4proto tcp reject with tcp reset\n    reject\n  }\n}\n";
+}
+
 box_error service::impl::apply(attachment::state& s) {
   std::lock_guard lock{s.apply_mtx};
+  if (s.detached)
+    return {};  // its sandbox is going: its namespace with it
   auto p = effective(s.scope);
-  auto text = rules_for(s.refused, p ? std::optional<network_policy>{*p} : std::nullopt);
+  auto err = run_nft(s, rules_for(s.refused, p ? std::optional<network_policy>{*p} : std::nullopt));
+  if (err && p) {
+    // Fail closed: a policy that could not be installed leaves nothing open.
+    if (auto e = run_nft(s, lockdown_rules()))
+      spdlog::error("egress: {}: cannot close the sandbox's network either: {}", s.scope, e.message);
+  }
+  if (!err)
+    sweep(s.shared_from_this());
+  return err;
+}
+
+box_error service::impl::run_nft(attachment::state& s, const std::string& text) {
   {
     std::ofstream rules{s.rules_path, std::ios::trunc};
     rules << text;
@@ -304,7 +353,7 @@ void service::impl::upstream_lookup(std::string query, std::function<void(std::o
     size_t next = 0;
     udp::socket sock;
     asio::steady_timer timer;
-    std::array<char, 65536> buf{};
+    std::array<char, 4096> buf{};  // EDNS's usual size; a longer answer is SERVFAIL
     std::function<void(std::optional<std::string>)> done;
     int64_t timeout_ms;
 
@@ -338,8 +387,8 @@ void service::impl::upstream_lookup(std::string query, std::function<void(std::o
           continue;
         }
         auto me = shared_from_this();
-        sock.async_send(asio::buffer(query), [me](boost::system::error_code e, size_t) {
-          if (e)
+        sock.async_send(asio::buffer(query), [me, gen = next](boost::system::error_code e, size_t) {
+          if (e && e != asio::error::operation_aborted && me->done && me->next == gen)
             me->try_next();
         });
         receive();
@@ -359,7 +408,8 @@ void service::impl::upstream_lookup(std::string query, std::function<void(std::o
         if (e)
           return;  // closed, or refused: the timer moves on
         // The answer to this query: its id, and a reply.
-        if (n >= 12 && buf_id(me->buf.data()) == buf_id(me->query.data()) && (me->buf[2] & 0x80) != 0) {
+        if (n >= 12 && n < me->buf.size() && buf_id(me->buf.data()) == buf_id(me->query.data())
+            && (me->buf[2] & 0x80) != 0) {
           me->finish(std::string{me->buf.data(), n});
           return;
         }
@@ -406,7 +456,14 @@ void service::impl::serve_dns(std::shared_ptr<attachment::state> s) {
     }
     auto policy = me->effective(s->scope);
     auto name = normalize_dns_name(q->name);
-    if (policy && (!name || !domain_allowed(*policy, *name))) {
+    if (!policy) {
+      // The rules send nothing here without a policy: a sandbox that asks anyway is
+      // refused (the stack's own forwarder is its resolver then).
+      lookups("deny", "no_policy").inc();
+      answer(dns_reply(query, q->end, 5));
+      return;
+    }
+    if (!name || !domain_allowed(*policy, *name)) {
       lookups("deny", "domain").inc();
       answer(dns_reply(query, q->end, 3));  // NXDOMAIN
       return;
@@ -450,6 +507,7 @@ struct connection : std::enable_shared_from_this<connection> {
   std::unique_ptr<relay_buffer> up_buf, down_buf;
   int open_directions = 2;
   bool done = false;
+  bool relaying = false;  // allowed, and connected to `name`
 
   connection(std::shared_ptr<service::impl> v, std::shared_ptr<attachment::state> st, tcp::socket c)
     : svc(std::move(v)), s(std::move(st)), client(std::move(c)), upstream(svc->io), timer(svc->io) {}
@@ -468,7 +526,10 @@ struct connection : std::enable_shared_from_this<connection> {
   /// Refused: counted, reported, and ended at once (a 403 for HTTP, a reset for the rest).
   void deny(std::string_view reason, bool http = false) {
     connections("deny", reason).inc();
-    svc->report({s->scope, name, original.to_string(), port, std::string{reason}});
+    if (s->take_audit_token())
+      svc->report({s->scope, name, original.to_string(), port, std::string{reason}});
+    else
+      metrics::boxd().egress_audit_suppressed.inc();
     if (http) {
       auto body = "boxrt: " + name + " is not allowed by this sandbox's network policy\n";
       auto text = std::make_shared<std::string>("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
@@ -530,7 +591,15 @@ struct connection : std::enable_shared_from_this<connection> {
         me->close();
         return;
       }
+      auto before = me->first.size();
       me->first.append(room->data(), n);
+      // An HTTP head is read again only once its end may have come (never the whole
+      // buffer per byte received).
+      if (before != 0 && static_cast<uint8_t>(me->first[0]) != 22 && me->first.size() < max_peek_bytes
+          && me->first.find("\r\n\r\n", before >= 3 ? before - 3 : 0) == std::string::npos) {
+        me->read_first();
+        return;
+      }
       auto seen = peek_name(me->first);
       if (seen.status == peek_status::need_more && me->first.size() < max_peek_bytes) {
         me->read_first();
@@ -589,8 +658,8 @@ struct connection : std::enable_shared_from_this<connection> {
     boost::system::error_code ignored;
     upstream.close(ignored);
     timer.expires_after(std::chrono::milliseconds{svc->current_limits().connect_timeout_ms});
-    timer.async_wait([me](boost::system::error_code e) {
-      if (!e && !me->done) {
+    timer.async_wait([me, gen = candidate](boost::system::error_code e) {
+      if (!e && !me->done && me->candidate == gen) {
         boost::system::error_code ignored;
         me->upstream.cancel(ignored);
       }
@@ -604,6 +673,7 @@ struct connection : std::enable_shared_from_this<connection> {
         return;
       }
       connections("allow", "domain").inc();
+      me->relaying = true;
       auto head = std::make_shared<std::string>(std::move(me->first));
       asio::async_write(me->upstream, asio::buffer(*head), [me, head](boost::system::error_code e, size_t) {
         if (e || me->done) {
@@ -648,6 +718,35 @@ struct connection : std::enable_shared_from_this<connection> {
   }
 };
 
+void service::impl::sweep(std::shared_ptr<attachment::state> s) {
+  auto swept = std::make_shared<std::promise<void>>();
+  auto done = swept->get_future();
+  asio::post(io, [this, s, swept] {
+    auto policy = effective(s->scope);
+    if (policy) {
+      auto deny = parse_all(policy->deny_cidrs);
+      auto conns = s->conns;
+      for (auto& c : conns) {
+        if (!c->relaying)
+          continue;  // not decided yet: it will be, under the policy now in force
+        boost::system::error_code ec;
+        auto peer = c->upstream.remote_endpoint(ec);
+        bool still = domain_allowed(*policy, c->name)
+                     && std::binary_search(policy->allow_ports.begin(), policy->allow_ports.end(), c->port)
+                     && !(!ec && in_any(deny, peer.address()));
+        if (!still) {
+          connections("deny", "policy_change").inc();
+          c->client.set_option(asio::socket_base::linger{true, 0}, ec);
+          c->close();
+        }
+      }
+    }
+    swept->set_value();
+  });
+  // Bounded: the egress thread takes it up after the handler it runs.
+  done.wait_for(std::chrono::seconds{5});
+}
+
 void service::impl::serve_filter(std::shared_ptr<attachment::state> s) {
   auto me = shared_from_this();
   s->filter->async_accept([me, s](boost::system::error_code e, tcp::socket sock) {
@@ -691,7 +790,8 @@ void service::configure(std::optional<network_policy> default_policy, limits lim
     bool changed = (impl_->fallback == nullptr) != !default_policy
                    || (impl_->fallback && default_policy && !(*impl_->fallback == *default_policy));
     impl_->fallback = default_policy ? std::make_shared<const network_policy>(std::move(*default_policy)) : nullptr;
-    impl_->resolvers = lim.resolvers;
+    // Read once here, not per lookup: boxd's own /etc/resolv.conf when none are named.
+  impl_->resolvers = lim.resolvers.empty() ? system_resolvers() : lim.resolvers;
     impl_->lim = std::move(lim);
     // Running sandboxes that follow the default take the new one.
     if (changed)
@@ -809,6 +909,7 @@ result<std::unique_ptr<attachment>> service::attach(const std::string& scope, in
 }
 
 attachment::~attachment() {
+  state_->detached = true;
   auto svc = state_->owner.lock();
   if (!svc)
     return;

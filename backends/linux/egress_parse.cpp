@@ -197,6 +197,12 @@ std::optional<dns_question> parse_dns_query(std::string_view query) {
     }
     if (len > 63 || i + 1 + len > query.size())
       return std::nullopt;  // compression pointers have no place in a question
+    // The name checked is the name asked: no dot (nor anything else) inside a label.
+    for (size_t k = i + 1; k < i + 1 + len; ++k) {
+      char c = query[k];
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+        return std::nullopt;
+    }
     if (!q.name.empty())
       q.name += '.';
     q.name.append(query.substr(i + 1, len));

@@ -1,6 +1,7 @@
 #include "backends/linux/netstack.hpp"
 
 #include "backends/linux/egress.hpp"
+#include "messages/network_policy.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -98,7 +99,8 @@ refused_destinations destinations_to_refuse(const std::string& listen_host) {
 std::string nft_rules(const refused_destinations& refused) {
   auto set = [](const std::vector<std::string>& xs) {
     std::string out;
-    for (auto& x : xs)
+    // nftables refuses overlapping intervals (a host address inside 169.254.0.0/16).
+    for (auto& x : without_covered(xs))
       out += (out.empty() ? "" : ", ") + x;
     return out;
   };

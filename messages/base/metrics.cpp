@@ -236,6 +236,9 @@ std::string render(const scrape_values& extra) {
   render_family(out, "boxd_egress_lookups_total",
                 "DNS lookups of network-on sandboxes under an egress policy, by decision and reason.",
                 m.egress_lookups);
+  render_one(out, "boxd_egress_audit_suppressed_total",
+             "Refused egress connections past their sandbox's audit budget, not written to the audit log.",
+             kind::counter, static_cast<int64_t>(m.egress_audit_suppressed.value()));
   render_one(out, "boxd_revocations_total",
              "Admission grants revoked and sandbox entitlements withdrawn.", kind::counter,
              static_cast<int64_t>(m.revocations.value()));

@@ -122,6 +122,9 @@ struct boxd_metrics {
   /// limit, upstream). No name or workspace label.
   family<counter> egress_connections{{"decision", "reason"}};
   family<counter> egress_lookups{{"decision", "reason"}};
+  /// Refused connections past a sandbox's audit budget (a burst of 100, then 20 a
+  /// second): counted here, without an audit line.
+  counter egress_audit_suppressed;
 };
 
 boxd_metrics& boxd();

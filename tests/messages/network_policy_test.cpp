@@ -95,6 +95,14 @@ BOOST_AUTO_TEST_CASE(names_match_exactly_or_strictly_below_a_wildcard) {
   BOOST_TEST(!normalize_dns_name("10.0.0.1/x"));
 }
 
+BOOST_AUTO_TEST_CASE(ranges_inside_others_are_left_out) {
+  BOOST_TEST(without_covered({"10.1.0.0/16", "10.0.0.0/8", "192.0.2.1", "10.1.2.3", "fd00::/8", "fd00::1", "bad"})
+             == (std::vector<std::string>{"10.0.0.0/8", "192.0.2.1/32", "fd00::/8"}));
+  auto p = parse(R"({"allow_cidrs":["10.1.0.0/16", "10.0.0.0/8"]})");
+  BOOST_REQUIRE(p);
+  BOOST_TEST(p->allow_cidrs == (std::vector<std::string>{"10.0.0.0/8"}));
+}
+
 BOOST_AUTO_TEST_CASE(ranges_contain_their_addresses) {
   BOOST_TEST(contains("10.0.0.0/8", "10.200.1.1"));
   BOOST_TEST(!contains("10.0.0.0/8", "11.0.0.1"));

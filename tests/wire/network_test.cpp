@@ -537,6 +537,45 @@ void egress_policy_scenario(const std::string& driver) {
   for (const char* k : {"rebind_by_filter", "loopback_by_filter", "metadata_by_filter"})
     BOOST_TEST(v(k) == "ok:HTTP/1.1 403 Forbidden", k << ": " << v(k));
 
+  // A relay the policy no longer allows is ended when the change is in force: a slow
+  // download from allowed.test, then a policy without it.
+  auto dl = client.call("box_start_managed_process", R"J({"session_id":"a","spec":{"process_id":"dl","command":"python3","args":["-c",)J"
+                        + json_string(R"(
+import socket, ssl, time
+ctx = ssl.create_default_context(cafile='/tmp/ca.pem')
+t = ctx.wrap_socket(socket.create_connection(('allowed.test', 443), 10), server_hostname='allowed.test')
+t.sendall(b'GET /bytes/1073741824 HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n')
+t.recv(65536)
+open('/tmp/dl.started', 'w').close()
+got = 0
+try:
+    while True:
+        n = len(t.recv(65536))
+        if not n:
+            break
+        got += n
+        time.sleep(0.01)
+    open('/tmp/dl.status', 'w').write('complete' if got >= 1 << 30 else 'cut after %d bytes' % got)
+except Exception as e:
+    open('/tmp/dl.status', 'w').write('cut:' + type(e).__name__)
+)") + "]}}",
+                        ctx("tenant-a"));
+  BOOST_REQUIRE_MESSAGE(dl.code == 0, dl.message);
+  // (Bounded waits inside the sandbox: 10 s each.)
+  auto wait_for_file = [&](const std::string& path) {
+    return stdout_of(client.call("box_exec", R"({"session_id":"a","network":"on","persistent":true,"cmd":)"
+                                             + json_string("for i in $(seq 200); do [ -e " + path
+                                                           + " ] && break; sleep 0.05; done; cat " + path + " 2>&1")
+                                             + "}",
+                                 ctx("tenant-a")));
+  };
+  BOOST_TEST(wait_for_file("/tmp/dl.started") == "",
+             client.call("box_get_managed_process", R"({"session_id":"a","process_id":"dl"})", ctx("tenant-a")).data_json);
+  BOOST_REQUIRE(set_policy("tenant-a", R"("policy":{"allow_domains":["other.allowed.test"]})").code == 0);
+  // (An unclean end reads as an early EOF through Python's ssl, or as a reset.)
+  auto cut = wait_for_file("/tmp/dl.status");
+  BOOST_TEST(cut.starts_with("cut"), cut);
+
   // A change reaches the running sandbox by the time its reply comes; processes and
   // files stay.
   auto t0 = std::chrono::steady_clock::now();

@@ -84,6 +84,10 @@ BOOST_AUTO_TEST_CASE(a_dns_query_gives_its_question_and_refusals_keep_it) {
   auto reply = q;
   reply[2] = static_cast<char>(0x81);
   BOOST_TEST(!parse_dns_query(reply));
+  // The name checked is the name asked: a dot inside a label is no name.
+  auto dotted = q;
+  dotted[13 + 2] = '.';
+  BOOST_TEST(!parse_dns_query(dotted));
   auto pointer = q;
   pointer[12] = static_cast<char>(0xC0);
   BOOST_TEST(!parse_dns_query(pointer));
@@ -93,7 +97,11 @@ BOOST_AUTO_TEST_CASE(rules_deny_by_default_under_a_policy_and_stay_as_before_wit
   refused_destinations refused{{"10.0.2.2", "169.254.0.0/16", "10.203.0.2"}, {"fe80::/10"}};
   auto today = rules_for(refused, std::nullopt);
   BOOST_TEST(today.find("redirect") == std::string::npos);
-  BOOST_TEST(today.find("ip daddr { 10.0.2.2, 169.254.0.0/16, 10.203.0.2 } reject") != std::string::npos);
+  BOOST_TEST(today.find("ip daddr { 10.0.2.2/32, 169.254.0.0/16, 10.203.0.2/32 } reject") != std::string::npos);
+  // A host address inside a refused range is left to the range: nftables refuses
+  // overlapping intervals in one set.
+  refused.v4.push_back("169.254.20.10");
+  BOOST_TEST(rules_for(refused, std::nullopt).find("169.254.20.10") == std::string::npos);
   network_policy p;
   p.allow_domains = {"allowed.test"};
   p.allow_cidrs = {"192.0.2.0/24"};
