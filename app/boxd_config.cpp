@@ -500,24 +500,7 @@ std::string effective_config(const boxd_config& cfg) {
   w.key("admission");
   write_admission(w, cfg.box.admission);
   // Egress (docs/network.md): the default policy, the profiles, the filter's settings.
-  const auto& n = cfg.box.network;
-  w.key("network_policy");
-  n.default_policy.empty() ? w.null() : w.raw(n.default_policy);
-  w.key("network_profiles").begin_object();
-  for (const auto& [name, policy] : n.profiles)
-    w.key(name).raw(policy);
-  w.end_object();
-  w.key("network_egress").begin_object();
-  w.key("resolvers").begin_array();
-  for (const auto& r : n.resolvers)
-    w.value(r);
-  w.end_array();
-  w.key("max_connections").value(n.max_connections);
-  w.key("max_lookups").value(n.max_lookups);
-  w.key("header_timeout_ms").value(n.header_timeout_ms);
-  w.key("connect_timeout_ms").value(n.connect_timeout_ms);
-  w.key("lookup_timeout_ms").value(n.lookup_timeout_ms);
-  w.end_object();
+  encode(w, cfg.box.network);
   w.end_object();
   w.key("cluster").begin_object();
   w.key("enabled").value(cfg.cluster.enabled);

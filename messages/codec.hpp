@@ -79,6 +79,9 @@ void encode(json::writer& w, const box_spec& x);
 void encode(json::writer& w, const entitlement_snapshot& x);
 /// Every box.limits key with its value (boxd --check-config).
 void encode(json::writer& w, const runtime_limits& x);
+/// box.network_policy, box.network_profiles and box.network_egress, as keys of the box
+/// object being written (docs/network.md).
+void encode(json::writer& w, const network_settings& x);
 
 /// Canonical JSON (sorted keys, no spaces) of a snapshot: its fingerprint.
 std::string canonical_json(const entitlement_snapshot& x);

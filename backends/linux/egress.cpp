@@ -185,7 +185,7 @@ struct service::impl : std::enable_shared_from_this<service::impl> {
   policy_ptr fallback;
   std::map<std::string, policy_ptr> own;
   std::multimap<std::string, std::weak_ptr<attachment::state>> attached;
-  limits lim;
+  network_settings lim;
   std::vector<std::string> resolvers;
   std::function<void(const denial&)> observer;
 
@@ -213,7 +213,7 @@ struct service::impl : std::enable_shared_from_this<service::impl> {
     return i != own.end() ? i->second : fallback;
   }
 
-  limits current_limits() const {
+  network_settings current_limits() const {
     std::lock_guard lock{mtx};
     return lim;
   }
@@ -783,7 +783,11 @@ service& service::global() {
   return *one;
 }
 
-void service::configure(std::optional<network_policy> default_policy, limits lim) {
+void service::configure(const network_settings& settings) {
+  std::optional<network_policy> default_policy;
+  if (!settings.default_policy.empty())
+    if (auto p = parse_network_policy(settings.default_policy, "box.network_policy"))
+      default_policy = std::move(p.value());
   std::vector<std::shared_ptr<attachment::state>> follow;
   {
     std::lock_guard lock{impl_->mtx};
@@ -791,8 +795,8 @@ void service::configure(std::optional<network_policy> default_policy, limits lim
                    || (impl_->fallback && default_policy && !(*impl_->fallback == *default_policy));
     impl_->fallback = default_policy ? std::make_shared<const network_policy>(std::move(*default_policy)) : nullptr;
     // Read once here, not per lookup: boxd's own /etc/resolv.conf when none are named.
-  impl_->resolvers = lim.resolvers.empty() ? system_resolvers() : lim.resolvers;
-    impl_->lim = std::move(lim);
+    impl_->resolvers = settings.resolvers.empty() ? system_resolvers() : settings.resolvers;
+    impl_->lim = settings;
     // Running sandboxes that follow the default take the new one.
     if (changed)
       for (auto& [scope, weak] : impl_->attached)

@@ -27,25 +27,10 @@
 
 #include "backends/linux/netstack.hpp"
 #include "messages/error.hpp"
+#include "messages/models.hpp"
 #include "messages/network_policy.hpp"
 
 namespace boxrt::egress {
-
-/// The filter's and resolver's limits (box.network_egress).
-struct limits {
-  /// Upstream resolvers boxd's resolver and the filter ask; empty = the nameservers of
-  /// boxd's own /etc/resolv.conf.
-  std::vector<std::string> resolvers;
-  /// Open filtered connections per sandbox; more are refused.
-  int64_t max_connections = 256;
-  /// DNS queries per sandbox waiting for an upstream answer; more are answered SERVFAIL.
-  int64_t max_lookups = 64;
-  /// How long the filter waits for a connection's first bytes (SNI or Host).
-  int64_t header_timeout_ms = 10000;
-  /// How long the filter may take to connect upstream, and an upstream lookup.
-  int64_t connect_timeout_ms = 10000;
-  int64_t lookup_timeout_ms = 3000;
-};
 
 /// One refused connection, for the audit log. Never a lookup (those are counted only).
 struct denial {
@@ -67,10 +52,11 @@ class service {
   /// The one service of this process (its thread starts with the first attachment).
   static service& global();
 
-  /// The operator's settings: the default policy (nullopt: none) and the limits. A
-  /// changed default is applied to the running sandboxes that follow it before this
-  /// returns (an nft run each: blocking).
-  void configure(std::optional<network_policy> default_policy, limits lim);
+  /// The operator's settings (box.network_*: messages/models.hpp network_settings):
+  /// the default policy, the resolvers and the limits. A changed default is applied to
+  /// the running sandboxes that follow it before this returns (an nft run each:
+  /// blocking).
+  void configure(const network_settings& settings);
   /// Called on the service's thread for each refused connection.
   void set_observer(std::function<void(const denial&)> fn);
 

@@ -137,18 +137,7 @@ host_state::~host_state() {
 } // namespace sandbox_detail
 
 void configure_egress(const network_settings& n) {
-  std::optional<network_policy> fallback;
-  if (!n.default_policy.empty())
-    if (auto p = parse_network_policy(n.default_policy, "box.network_policy"))
-      fallback = std::move(p.value());
-  egress::limits lim;
-  lim.resolvers = n.resolvers;
-  lim.max_connections = n.max_connections;
-  lim.max_lookups = n.max_lookups;
-  lim.header_timeout_ms = n.header_timeout_ms;
-  lim.connect_timeout_ms = n.connect_timeout_ms;
-  lim.lookup_timeout_ms = n.lookup_timeout_ms;
-  egress::service::global().configure(std::move(fallback), std::move(lim));
+  egress::service::global().configure(n);
 }
 
 sandbox_backend::sandbox_backend(sandbox_options options) : impl_(std::make_unique<impl>()), opts_(std::move(options)) {

@@ -9,12 +9,15 @@ using namespace codec_detail;
 
 namespace {
 
-struct limit_def {
+/// One integer key of a settings block, with its range.
+template <class Block>
+struct int_key {
   std::string_view name;
-  int64_t runtime_limits::*field;
+  int64_t Block::*field;
   int64_t min;
   int64_t max;
 };
+using limit_def = int_key<runtime_limits>;
 
 constexpr limit_def limit_defs[] = {
   {"max_sessions", &runtime_limits::max_sessions, 0, 5000},
@@ -105,12 +108,7 @@ result<scripted_config> decode_scripted(const element& v) {
   return scripted;
 }
 
-struct egress_limit_def {
-  std::string_view name;
-  int64_t network_settings::*field;
-  int64_t min;
-  int64_t max;
-};
+using egress_limit_def = int_key<network_settings>;
 
 constexpr egress_limit_def egress_limit_defs[] = {
   {"max_connections", &network_settings::max_connections, 1, 65536},
@@ -167,6 +165,23 @@ void unknown_keys(const object& o, std::string_view path, std::initializer_list<
 void encode(json::writer& w, const runtime_limits& x) {
   w.begin_object();
   for (const auto& d : limit_defs)
+    w.key(d.name).value(x.*(d.field));
+  w.end_object();
+}
+
+void encode(json::writer& w, const network_settings& x) {
+  w.key("network_policy");
+  x.default_policy.empty() ? w.null() : w.raw(x.default_policy);
+  w.key("network_profiles").begin_object();
+  for (const auto& [name, policy] : x.profiles)
+    w.key(name).raw(policy);
+  w.end_object();
+  w.key("network_egress").begin_object();
+  w.key("resolvers").begin_array();
+  for (const auto& r : x.resolvers)
+    w.value(r);
+  w.end_array();
+  for (const auto& d : egress_limit_defs)
     w.key(d.name).value(x.*(d.field));
   w.end_object();
 }

@@ -214,3 +214,37 @@ BOOST_AUTO_TEST_CASE(a_non_object_config_is_refused) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(network_config_suite)
+
+// box.network_policy, box.network_profiles, box.network_egress (docs/network.md).
+BOOST_AUTO_TEST_CASE(egress_settings_read_strictly_and_keep_what_is_not_named) {
+  auto c = check_ok(config_from(R"({"network_policy": {"allow_domains": ["PyPI.org"]},
+    "network_profiles": {"gh": {"allow_domains": ["*.github.com"]}},
+    "network_egress": {"resolvers": ["10.0.0.2", "fd00::53"], "max_lookups": 9}})"));
+  BOOST_TEST(c.network.default_policy.find(R"("allow_domains":["pypi.org"])") != std::string::npos);
+  BOOST_TEST(c.network.profiles.at("gh").find(R"("profile":"gh")") != std::string::npos);
+  BOOST_TEST(c.network.resolvers == (std::vector<std::string>{"10.0.0.2", "fd00::53"}));
+  BOOST_TEST(c.network.max_lookups == 9);
+  BOOST_TEST(c.network.max_connections == 256);
+  // A later block without them keeps them; null clears the default.
+  auto kept = check_ok(config_from(R"({"backend": "bwrap"})", c));
+  BOOST_TEST((kept.network == c.network));
+  BOOST_TEST(check_ok(config_from(R"({"network_policy": null})", c)).network.default_policy.empty());
+  check_error(config_from(R"({"network_policy": {"allow_cidrs": ["10.0.0.0/40"]}})"), ec::value,
+              "box.network_policy.allow_cidrs[0]: must be an IPv4 or IPv6 address or CIDR (got \"10.0.0.0/40\")");
+  check_error(config_from(R"({"network_profiles": {"x": {"allow_ports": [53]}}})"), ec::value,
+              "box.network_profiles.x.allow_ports[0]: 53 is DNS, which goes to boxd's resolver only");
+  check_error(config_from(R"({"network_egress": {"max_connections": 0}})"), ec::value,
+              "box.network_egress.max_connections must be an integer between 1 and 65536");
+  check_error(config_from(R"({"network_egress": {"resolvers": ["10.0.0.0/8"]}})"), ec::value,
+              "box.network_egress.resolvers must be a list of at most 8 IP addresses");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_egress_keys_are_reported) {
+  simdjson::dom::parser p;
+  auto ignored = ignored_box_keys(p.parse(std::string{R"({"network_egress": {"max_conections": 3}, "network_polcy": {}})"}));
+  BOOST_TEST(ignored == (std::vector<std::string>{"box.network_polcy", "box.network_egress.max_conections"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
