@@ -436,6 +436,22 @@ void scenario_ac04_cloud_skills(const std::string& box) {
 
 BOOST_AUTO_TEST_SUITE(wire_logs)
 
+BOOST_AUTO_TEST_CASE(network_policies_are_refused_in_admission_mode) {
+  // Admission mode refuses network "on" (the contract): a policy would apply to nothing,
+  // and is refused rather than kept (docs/network.md).
+  boxd_process boxd{admission_box, server_for("scripted")};
+  auto c = connect(boxd);
+  auto r = c.call("box_set_network_policy",
+                  R"({"instance_uuid":"instance-a","workspace_uuid":"workspace-a","policy":{"allow_domains":["a.test"]}})");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(r.message == "BoxValidationError: network policies apply in standard mode only (admission mode refuses network \"on\")");
+  auto got = c.call("box_get_network_policy", R"({"instance_uuid":"instance-a","workspace_uuid":"workspace-a"})");
+  BOOST_TEST(got.data_json.find(R"("source":"none")") != std::string::npos, got.data_json);
+  // Neither policy nor profile, or both: refused before anything is asked.
+  auto neither = c.call("box_set_network_policy", R"({"workspace_uuid":"workspace-a"})");
+  BOOST_TEST(neither.message.find("takes either policy") != std::string::npos, neither.message);
+}
+
 BOOST_AUTO_TEST_CASE(json_logs_carry_admission_decisions_and_session_lifetimes) {
   // server.log_format "json": every line is one JSON object; an admission decision and
   // a session's start and stop are events with the workspace namespace, the session,
