@@ -424,6 +424,7 @@ struct network_settings {
   std::map<std::string, std::string> profiles;   // name -> policy
   std::vector<std::string> resolvers;            // upstream DNS; empty = boxd's /etc/resolv.conf
   int64_t max_connections = 256;                 // 1..65536 per sandbox
+  int64_t max_connections_total = 2048;          // 1..1048576 across all sandboxes
   int64_t max_lookups = 64;                      // 1..4096 per sandbox
   int64_t header_timeout_ms = 10000;             // 100..300000
   int64_t connect_timeout_ms = 10000;            // 100..300000

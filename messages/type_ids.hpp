@@ -97,7 +97,8 @@ BOXRT_INSPECT(local_config, host_root, default_workspace, allowed_mount_roots, s
 
 BOXRT_INSPECT(scripted_config, available, ready_keys)
 
-BOXRT_INSPECT(network_settings, default_policy, profiles, resolvers, max_connections, max_lookups,
+BOXRT_INSPECT(network_settings, default_policy, profiles, resolvers, max_connections, max_connections_total,
+              max_lookups,
               header_timeout_ms, connect_timeout_ms, lookup_timeout_ms)
 
 BOXRT_INSPECT(box_config, backend, limits, local, admission, admission_error, scripted, network)

@@ -188,6 +188,8 @@ struct service::impl : std::enable_shared_from_this<service::impl> {
   network_settings lim;
   std::vector<std::string> resolvers;
   std::function<void(const denial&)> observer;
+  /// Filtered connections open across every sandbox (the egress thread's own).
+  int64_t open_connections = 0;
 
   void start() {
     std::call_once(started, [this] {
@@ -520,7 +522,8 @@ struct connection : std::enable_shared_from_this<connection> {
     timer.cancel();
     client.close(ignored);
     upstream.close(ignored);
-    s->conns.erase(shared_from_this());
+    if (s->conns.erase(shared_from_this()) > 0)
+      --svc->open_connections;
   }
 
   /// Refused: counted, reported, and ended at once (a 403 for HTTP, a reset for the rest).
@@ -765,11 +768,19 @@ void service::impl::serve_filter(std::shared_ptr<attachment::state> s) {
     }
     auto c = std::make_shared<connection>(me, s, std::move(sock));
     me->serve_filter(s);
-    if (static_cast<int64_t>(s->conns.size()) >= me->current_limits().max_connections) {
+    // Each open connection holds up to two of boxd's descriptors: the whole is capped so
+    // that no tenant's sandboxes together can take the ones boxd serves everyone with.
+    const auto lim = me->current_limits();
+    if (me->open_connections >= lim.max_connections_total) {
+      c->deny("limit_total");
+      return;
+    }
+    if (static_cast<int64_t>(s->conns.size()) >= lim.max_connections) {
       c->deny("limit");
       return;
     }
     s->conns.insert(c);
+    ++me->open_connections;
     c->start();
   });
 }

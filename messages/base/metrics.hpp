@@ -118,8 +118,8 @@ struct boxd_metrics {
   family<counter> warm_pool_takes{{"result"}};
   /// Egress policy (docs/network.md): connections the filter decided (decision allow,
   /// deny or error; reason domain, port, no_name, deny_cidr, address, resolve, limit,
-  /// direct, connect) and lookups boxd's resolver answered (reason domain, format,
-  /// limit, upstream). No name or workspace label.
+  /// limit_total, policy_change, direct, connect) and lookups boxd's resolver answered
+  /// (reason domain, format, limit, no_policy, upstream). No name or workspace label.
   family<counter> egress_connections{{"decision", "reason"}};
   family<counter> egress_lookups{{"decision", "reason"}};
   /// Refused connections past a sandbox's audit budget (a burst of 100, then 20 a

@@ -112,6 +112,7 @@ using egress_limit_def = int_key<network_settings>;
 
 constexpr egress_limit_def egress_limit_defs[] = {
   {"max_connections", &network_settings::max_connections, 1, 65536},
+  {"max_connections_total", &network_settings::max_connections_total, 1, 1048576},
   {"max_lookups", &network_settings::max_lookups, 1, 4096},
   {"header_timeout_ms", &network_settings::header_timeout_ms, 100, 300000},
   {"connect_timeout_ms", &network_settings::connect_timeout_ms, 100, 300000},

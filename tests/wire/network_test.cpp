@@ -637,13 +637,17 @@ except Exception as e:
   BOOST_TEST(open["udp"] == "ok:udp:hi");
   BOOST_TEST(refused_at_once(open["boxd_on_veth"]), open["boxd_on_veth"]);
 
-  // Durable: kept across a restart, and a new sandbox starts under it.
+  // Durable: kept across a restart, and a new sandbox starts under it. (The restarted
+  // boxd caps filtered connections across sandboxes at 4, below the sandbox's own 8.)
   BOOST_REQUIRE(set_policy("tenant-a", R"("profile":"wide")").code == 0);
   client.close();
   auto dir = boxd->dir();
   BOOST_TEST(boxd->stop() == 0);
+  auto capped = box;
+  capped.replace(capped.find(R"("max_connections": 8)"), std::string_view{R"("max_connections": 8)"}.size(),
+                 R"("max_connections": 8, "max_connections_total": 4)");
   net.in_outer([&] {
-    boxd = std::make_unique<boxd_process>(box, server, std::vector<std::string>{"ip", "netns", "exec", net.outer}, dir);
+    boxd = std::make_unique<boxd_process>(capped, server, std::vector<std::string>{"ip", "netns", "exec", net.outer}, dir);
     return 0;
   });
   port = std::stoi(boxd->url().substr(boxd->url().rfind(':') + 1));
@@ -655,9 +659,17 @@ except Exception as e:
   auto kept = again.call("box_get_network_policy", R"({"instance_uuid":"instance-n","workspace_uuid":"tenant-a"})");
   BOOST_TEST(kept.data_json.find(R"("profile":"wide")") != std::string::npos, kept.data_json);
   auto restarted = probe_egress(again, "tenant-a", "c", ca, R"([["https_other", ["https", "other.allowed.test"]],
-    ["http_denied", ["http", "denied.test", "10.203.0.22"]]])");
+    ["http_denied", ["http", "denied.test", "10.203.0.22"]], ["past_total", ["over_limit", "10.203.0.20", 80, 4]]])");
   BOOST_TEST(restarted["https_other"] == "ok:other.allowed.test@10.203.0.21");
   BOOST_TEST(restarted["http_denied"] == "ok:HTTP/1.1 403 Forbidden");
+  BOOST_TEST(restarted["past_total"] == "refused:ConnectionResetError");
+  std::string capped_metrics;
+  net.in_outer([&] {
+    capped_metrics = http_get(port, "/metrics");
+    return 0;
+  });
+  BOOST_TEST(capped_metrics.find(R"(boxd_egress_connections_total{decision="deny",reason="limit_total"})")
+             != std::string::npos);
   again.close();
   BOOST_TEST(boxd->stop() == 0);
 }
