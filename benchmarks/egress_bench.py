@@ -121,11 +121,6 @@ def boxd_up(d: str, driver: str) -> subprocess.Popen:
             time.sleep(0.1)
 
 
-def boxd_pid(wrapper: subprocess.Popen) -> int:
-    # `ip netns exec` execs boxd: the same process.
-    return wrapper.pid
-
-
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -210,7 +205,8 @@ def main() -> int:
         boxd = boxd_up(d, args.driver)
         procs.append(boxd)
         ca = open(f"{d}/ca.pem").read()
-        rows = {mode: measure(mode, args, ca, boxd_pid(boxd)) for mode in ("none", "policy")}
+        # `ip netns exec` execs boxd: the same process.
+        rows = {mode: measure(mode, args, ca, boxd.pid) for mode in ("none", "policy")}
         print(f"egress ({args.driver}, {args.connections} HTTPS requests, {args.mib} MiB HTTPS download, "
               f"{args.sandboxes} idle sandboxes)")
         print("| policy | setup p50 / p90 ms | download MiB/s | boxd RSS KiB/sandbox | slirp4netns PSS KiB each "

@@ -34,7 +34,6 @@ namespace boxrt::egress {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using asio::ip::udp;
-using policy_ptr = std::shared_ptr<const network_policy>;
 
 namespace {
 
@@ -71,6 +70,16 @@ std::vector<cidr> parse_all(const std::vector<std::string>& xs) {
       out.push_back(*c);
   return out;
 }
+
+/// A policy as the filter reads it on every connection: its deny_cidrs parsed once,
+/// when it is set.
+struct compiled_policy {
+  network_policy rules;
+  std::vector<cidr> deny;
+
+  explicit compiled_policy(network_policy p) : rules(std::move(p)), deny(parse_all(rules.deny_cidrs)) {}
+};
+using policy_ptr = std::shared_ptr<const compiled_policy>;
 
 /// The nameservers of boxd's own /etc/resolv.conf.
 std::vector<std::string> system_resolvers() {
@@ -314,7 +323,7 @@ box_error service::impl::apply(attachment::state& s) {
   if (s.detached)
     return {};  // its sandbox is going: its namespace with it
   auto p = effective(s.scope);
-  auto err = run_nft(s, rules_for(s.refused, p ? std::optional<network_policy>{*p} : std::nullopt));
+  auto err = run_nft(s, rules_for(s.refused, p ? std::optional<network_policy>{p->rules} : std::nullopt));
   if (err && p) {
     // Fail closed: a policy that could not be installed leaves nothing open.
     if (auto e = run_nft(s, lockdown_rules()))
@@ -465,7 +474,7 @@ void service::impl::serve_dns(std::shared_ptr<attachment::state> s) {
       answer(dns_reply(query, q->end, 5));
       return;
     }
-    if (!name || !domain_allowed(*policy, *name)) {
+    if (!name || !domain_allowed(policy->rules, *name)) {
       lookups("deny", "domain").inc();
       answer(dns_reply(query, q->end, 3));  // NXDOMAIN
       return;
@@ -567,11 +576,11 @@ struct connection : std::enable_shared_from_this<connection> {
       deny("direct");  // to the filter's own port, or with no policy in force
       return;
     }
-    if (in_any(parse_all(policy->deny_cidrs), original)) {
+    if (in_any(policy->deny, original)) {
       deny("deny_cidr");
       return;
     }
-    if (!std::binary_search(policy->allow_ports.begin(), policy->allow_ports.end(), port)) {
+    if (!std::binary_search(policy->rules.allow_ports.begin(), policy->rules.allow_ports.end(), port)) {
       deny("port");
       return;
     }
@@ -616,7 +625,7 @@ struct connection : std::enable_shared_from_this<connection> {
       auto normal = normalize_dns_name(seen.name);
       me->name = normal ? *normal : seen.name;
       auto policy = me->svc->effective(me->s->scope);
-      if (!normal || !policy || !domain_allowed(*policy, *normal)) {
+      if (!normal || !policy || !domain_allowed(policy->rules, *normal)) {
         me->deny("domain", !seen.tls);
         return;
       }
@@ -635,9 +644,8 @@ struct connection : std::enable_shared_from_this<connection> {
         return;
       }
       auto policy = me->svc->effective(me->s->scope);
-      auto deny = policy ? parse_all(policy->deny_cidrs) : std::vector<cidr>{};
       for (auto& a : all)
-        if (!in_any(me->s->never, a) && !in_any(deny, a))
+        if (!in_any(me->s->never, a) && !(policy && in_any(policy->deny, a)))
           me->candidates.push_back(a);
       if (me->candidates.empty()) {
         me->original = all.front();
@@ -727,16 +735,15 @@ void service::impl::sweep(std::shared_ptr<attachment::state> s) {
   asio::post(io, [this, s, swept] {
     auto policy = effective(s->scope);
     if (policy) {
-      auto deny = parse_all(policy->deny_cidrs);
       auto conns = s->conns;
       for (auto& c : conns) {
         if (!c->relaying)
           continue;  // not decided yet: it will be, under the policy now in force
         boost::system::error_code ec;
         auto peer = c->upstream.remote_endpoint(ec);
-        bool still = domain_allowed(*policy, c->name)
-                     && std::binary_search(policy->allow_ports.begin(), policy->allow_ports.end(), c->port)
-                     && !(!ec && in_any(deny, peer.address()));
+        const auto& ports = policy->rules.allow_ports;
+        bool still = domain_allowed(policy->rules, c->name) && std::binary_search(ports.begin(), ports.end(), c->port)
+                     && !(!ec && in_any(policy->deny, peer.address()));
         if (!still) {
           connections("deny", "policy_change").inc();
           c->client.set_option(asio::socket_base::linger{true, 0}, ec);
@@ -803,8 +810,8 @@ void service::configure(const network_settings& settings) {
   {
     std::lock_guard lock{impl_->mtx};
     bool changed = (impl_->fallback == nullptr) != !default_policy
-                   || (impl_->fallback && default_policy && !(*impl_->fallback == *default_policy));
-    impl_->fallback = default_policy ? std::make_shared<const network_policy>(std::move(*default_policy)) : nullptr;
+                   || (impl_->fallback && default_policy && !(impl_->fallback->rules == *default_policy));
+    impl_->fallback = default_policy ? std::make_shared<const compiled_policy>(std::move(*default_policy)) : nullptr;
     // Read once here, not per lookup: boxd's own /etc/resolv.conf when none are named.
     impl_->resolvers = settings.resolvers.empty() ? system_resolvers() : settings.resolvers;
     impl_->lim = settings;
@@ -824,22 +831,13 @@ void service::set_observer(std::function<void(const denial&)> fn) {
   impl_->observer = std::move(fn);
 }
 
-std::optional<network_policy> service::effective(const std::string& scope) const {
-  auto p = impl_->effective(scope);
-  return p ? std::optional<network_policy>{*p} : std::nullopt;
-}
-
-std::optional<network_policy> service::default_policy() const {
-  std::lock_guard lock{impl_->mtx};
-  return impl_->fallback ? std::optional<network_policy>{*impl_->fallback} : std::nullopt;
-}
 
 box_error service::set_policy(const std::string& scope, std::optional<network_policy> p) {
   std::vector<std::shared_ptr<attachment::state>> live;
   {
     std::lock_guard lock{impl_->mtx};
     if (p)
-      impl_->own[scope] = std::make_shared<const network_policy>(std::move(*p));
+      impl_->own[scope] = std::make_shared<const compiled_policy>(std::move(*p));
     else
       impl_->own.erase(scope);
     auto [from, to] = impl_->attached.equal_range(scope);

@@ -64,10 +64,6 @@ class service {
   /// `scope`'s own policy and applies the result to each of its running sandboxes;
   /// returns once their rules are in force. Blocking (an nft run per sandbox).
   box_error set_policy(const std::string& scope, std::optional<network_policy> p);
-  /// The policy in force for `scope`: its own, else the operator's default.
-  std::optional<network_policy> effective(const std::string& scope) const;
-  /// The operator's default.
-  std::optional<network_policy> default_policy() const;
 
   /// A network-on sandbox of `scope` whose namespace is `netns`: makes the two sockets
   /// in it and installs the rule set for the policy in force, before anything of the
