@@ -147,10 +147,11 @@ BOOST_FIXTURE_TEST_CASE(a_consumer_without_room_holds_the_command_on_its_write_u
   auto done = stream(*session, s, "echo one; cat /dev/zero /nonexistent/" + marker, {}, sink);
   // Output arrives while the command runs (it never ends by itself).
   auto frames = sink.frames(2);
+  // (A busy machine may read "one\n" and the first zeros in one read: one frame then.)
   BOOST_CHECK_EQUAL(frames[0].stream, "stdout");
-  BOOST_CHECK_EQUAL(frames[0].data, "one\n");
+  BOOST_CHECK(frames[0].data.starts_with("one\n"));
   BOOST_CHECK_EQUAL(frames[0].offset, 0);
-  BOOST_CHECK_EQUAL(frames[1].offset, 4);
+  BOOST_CHECK_EQUAL(frames[1].offset, static_cast<int64_t>(frames[0].data.size()));
   // No more room: the command blocks on its pipe, alive.
   BOOST_REQUIRE(eventually([&] {
     for (auto p : pids_with(marker))
